@@ -1,0 +1,5 @@
+"""`python -m trendconv` runs the command line."""
+
+from trendconv.cli import main
+
+main()

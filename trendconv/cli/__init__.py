@@ -1,0 +1,137 @@
+"""The `trendconv` command line: a thin typer layer over trendconv.api."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trendconv import __version__, api
+from trendconv.cli import report
+from trendconv.errors import ExitStatus, TrendconvError
+from trendconv.executors import MAX_WORKERS
+
+app = typer.Typer(
+    name="trendconv",
+    help="Convert msprobe dump statistics into Trend Analyzer trend databases (*.trend.db), fast.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        "-j",
+        min=1,
+        max=MAX_WORKERS,
+        help="Parallel parse workers (1..128). Default: CPU count, capped at the number of files.",
+    ),
+]
+MicroStep = Annotated[
+    bool,
+    typer.Option(
+        "--micro-step/--no-micro-step",
+        help="Put each micro step (root call, from construct.json) on its own step slot, as msprobe does by "
+        "default. --no-micro-step uses the step directory numbers and does not read construct.json.",
+    ),
+]
+Mapping = Annotated[
+    Path | None,
+    typer.Option("--mapping", help='JSON object of name replacements applied to dump keys, e.g. {".TE": "."}.'),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars and no summary; errors only.")]
+NoIndex = Annotated[
+    bool, typer.Option("--no-index", help="Skip the read indexes and ANALYZE (smaller file, slower plugin).")
+]
+
+
+def _handles_errors(command):
+    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C into 130."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except TrendconvError as exc:
+            report.print_error(str(exc))
+            raise typer.Exit(int(exc.exit_status)) from None
+        except KeyboardInterrupt:
+            report.print_error("interrupted")
+            raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
+
+    return wrapper
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"trendconv {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Convert msprobe dump statistics into Trend Analyzer trend databases (*.trend.db), fast."""
+
+
+@app.command()
+@_handles_errors
+def parse(
+    data: Annotated[Path, typer.Argument(metavar="DATA", help="The msprobe dump directory: the parent of the step* directories.")],
+    work: Annotated[Path, typer.Option("--work", help="Where the Parquet shards go (created if needed).")],
+    workers: Workers = None,
+    micro_step: MicroStep = True,
+    mapping: Mapping = None,
+    quiet: Quiet = False,
+) -> None:
+    """Parse DATA into one Parquet shard per (step, rank) under WORK/shards.
+
+    Finished shards whose sources and options are unchanged are reused, so an interrupted parse
+    resumes where it stopped.
+
+    Example: trendconv parse ./dump --work ./work --workers 4
+    """
+    options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
+    with report.ParseProgress(enabled=not quiet) as progress:
+        summary = api.parse(data, work, options, workers=workers, on_plan=progress.plan, on_shard=progress.shard)
+    report.print_warnings(summary.warnings)
+    if not quiet:
+        report.print_parse_summary(summary, work)
+
+
+@app.command()
+@_handles_errors
+def load(
+    work: Annotated[Path, typer.Argument(metavar="WORK", help="A WORK directory written by `trendconv parse`.")],
+    db: Annotated[Path, typer.Option("--db", help="Output directory; the database is DB/dump_data.trend.db.")],
+    no_index: NoIndex = False,
+    quiet: Quiet = False,
+) -> None:
+    """Load the shards of WORK into DB/dump_data.trend.db, replacing it atomically.
+
+    Needs only the shards: the raw dumps may be gone. Re-run it after a schema change.
+
+    Example: trendconv load ./work --db ./out
+    """
+    with report.LoadProgress(enabled=not quiet) as progress:
+        summary = api.load(work, db, index=not no_index, on_shard=progress.shard, on_plan=progress.plan)
+    report.print_warnings(summary.warnings)
+    if not quiet:
+        report.print_load_summary(summary)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    app(args=argv, prog_name="trendconv")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""construct.json: give every construct key a micro step (its root call) and a per-micro-step name.
+
+Implements dump-format.md §3.2-§3.4. Unlike the reference, cycles and list/object parents are reported
+as data errors instead of crashing, and deep chains are resolved without recursion.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trendconv.errors import DataError, kind_of
+
+MEGATRON_KEY = "megatron_micro_step_number"
+_ROOT_PREFIXES = ("Module", "Cell", "optimizer")
+
+
+def unpack_construct(obj, path: Path) -> dict:
+    """The parent mapping, with the Megatron `[parent, micro_step]` form reduced to parents (§3.2)."""
+    if not isinstance(obj, dict):
+        raise DataError(f"{path}: top level is {kind_of(obj)}, expected an object")
+    if MEGATRON_KEY not in obj:
+        return obj
+    unpacked = {}
+    for key, value in obj.items():
+        if key == MEGATRON_KEY:
+            continue
+        if isinstance(value, list):
+            if len(value) != 2:
+                raise DataError(f"{path}: key {key!r}: expected [parent, micro_step], got a list of {len(value)}")
+            value = value[0]
+        unpacked[key] = value
+    return unpacked
+
+
+def parent_table(construct: dict) -> dict:
+    """Pass 1: root nodes numbered in order of appearance, other non-null parents kept as they are."""
+    parents, roots = {}, 0
+    for key, value in construct.items():
+        if value is not None:
+            parents[key] = value
+        elif ".backward" in key:
+            parents[key] = None
+        elif key.startswith(_ROOT_PREFIXES):
+            parents[key] = roots
+            roots += 1
+    return parents
+
+
+def micro_steps(construct: dict, path: Path) -> dict[str, int]:
+    """Pass 2: the micro step of every construct key whose parent chain ends at an integer."""
+    parents = parent_table(construct)
+    result = {}
+    for key in construct:
+        value = _resolve(key, parents, path)
+        if isinstance(value, int):
+            result[key] = int(value)
+    return result
+
+
+def _resolve(node, parents: dict, path: Path):
+    seen = set()
+    while True:
+        if isinstance(node, str):
+            node = node.replace(".backward", ".forward").replace(".parameters_grad", ".forward")
+        elif isinstance(node, (list, dict)):
+            raise DataError(f"{path}: a parent is {kind_of(node)} ({node!r:.60}); expected a name or null")
+        if not isinstance(node, str) or node not in parents:
+            return node
+        if node in seen:
+            raise DataError(f"{path}: cycle in the parent chain at key {node!r}")
+        seen.add(node)
+        node = parents[node]
+
+
+def micro_step_count(steps: dict[str, int]) -> int:
+    return max(steps.values()) + 1 if steps else 1
+
+
+def renumber(steps: dict[str, int]) -> dict[str, str]:
+    """§3.4: inside each micro step, number each family's calls 0, 1, 2, ... in ordinal order."""
+    families: dict[tuple[int, str], list[tuple[int, str, list[str], int]]] = {}
+    for key, step in steps.items():
+        parts = key.split(".")
+        family, ordinal, position = _family_of(parts)
+        families.setdefault((step, family), []).append((ordinal, key, parts, position))
+    names = {}
+    for members in families.values():
+        members.sort(key=lambda member: member[0])
+        for new_index, (_, key, parts, position) in enumerate(members):
+            names[key] = _with_index(parts, position, new_index) if position is not None else key
+    return {key: names[key] for key in steps}
+
+
+def _family_of(parts: list[str]) -> tuple[str, int, int | None]:
+    last = _digits(parts[-1])
+    if last is not None:
+        return ".".join(parts[:-1]), last, len(parts) - 1
+    if len(parts) >= 2:
+        second = _digits(parts[-2])
+        if second is not None:
+            return ".".join(parts[:-2] + parts[-1:]), second, len(parts) - 2
+    return ".".join(parts), 0, None
+
+
+def _with_index(parts: list[str], position: int, index: int) -> str:
+    return ".".join(parts[:position] + [str(index)] + parts[position + 1 :])
+
+
+def _digits(part: str) -> int | None:
+    """Python's `isdigit` + `int()`, as the reference uses them; digits int() refuses count as none."""
+    if not part.isdigit():
+        return None
+    try:
+        return int(part)
+    except ValueError:
+        return None
+

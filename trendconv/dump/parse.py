@@ -1,0 +1,142 @@
+"""Turn one dump file set into normalized trend rows (no database ids), following §3.5-§7 of the spec."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from trendconv.dump import construct as ct
+from trendconv.dump import rules
+from trendconv.errors import DataError, kind_of, where
+from trendconv.jsonfile import read_json
+from trendconv.scan import INT64_MAX, FileSet
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    micro_step: bool = True
+    mapping: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def mapping_sha256(self) -> str:
+        return hashlib.sha256(orjson.dumps([list(pair) for pair in self.mapping])).hexdigest()
+
+    def describe(self) -> dict:
+        return {"micro_step": self.micro_step, "mapping_sha256": self.mapping_sha256}
+
+
+@dataclass
+class Rows:
+    """Column lists of the rows of one file set, in processing order."""
+
+    local_micro_step: list[int] = field(default_factory=list)
+    metric: list[str] = field(default_factory=list)
+    target_name: list[str] = field(default_factory=list)
+    micro_step: list[int] = field(default_factory=list)
+    norm: list = field(default_factory=list)
+    max: list = field(default_factory=list)
+    min: list = field(default_factory=list)
+    mean: list = field(default_factory=list)
+    key: list[str] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+    micro_steps: int = 1
+
+    def __len__(self) -> int:
+        return len(self.metric)
+
+
+@dataclass(frozen=True)
+class _Naming:
+    """What construct.json says about the keys of one file: micro steps and renumbered names."""
+
+    steps: dict[str, int]
+    names: dict[str, str]
+
+
+def parse_file_set(file_set: FileSet, options: ParseOptions) -> Rows:
+    naming = _naming(file_set, options)
+    dump = read_json(file_set.dump_json)
+    data = _data_of(dump, file_set)
+    rows = Rows(micro_steps=ct.micro_step_count(naming.steps))
+    for key, entry in data.items():
+        try:
+            _add_key(rows, key, entry, naming, options)
+        except rules.EntryError as exc:
+            raise DataError(f"{_where(file_set, key)}: {exc}") from None
+    return rows
+
+
+def _where(file_set: FileSet, key: str | None = None) -> str:
+    return where(file_set.dump_json, step=file_set.step, rank=file_set.rank, key=key)
+
+
+def _naming(file_set: FileSet, options: ParseOptions) -> _Naming:
+    if not options.micro_step:
+        return _Naming({}, {})
+    path = file_set.construct_json
+    if not path.is_file():
+        raise DataError(
+            f"{path}: construct.json not found (step {file_set.step}, rank {file_set.rank}); "
+            "micro-step mode needs it, use --no-micro-step to convert without it"
+        )
+    steps = ct.micro_steps(ct.unpack_construct(read_json(path), path), path)
+    return _Naming(steps, ct.renumber(steps))
+
+
+def _data_of(dump, file_set: FileSet) -> dict:
+    if not isinstance(dump, dict):
+        raise DataError(f"{_where(file_set)}: top level is {kind_of(dump)}, expected an object")
+    if "data" not in dump:
+        raise DataError(f"{_where(file_set)}: no 'data' object at the top level")
+    if not isinstance(dump["data"], dict):
+        raise DataError(f"{_where(file_set)}: 'data' is {kind_of(dump['data'])}, expected an object")
+    return dump["data"]
+
+
+def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions) -> None:
+    if not isinstance(entry, dict):
+        rows.skipped[rules.SKIP_NOT_OBJECT] += 1
+        return
+    name, lookup = _name_and_lookup(key, naming)
+    if not name:
+        rows.skipped[rules.SKIP_NOT_IN_CONSTRUCT] += 1
+        return
+    classified = rules.classify(rules.apply_mapping(name, options.mapping), entry)
+    if classified is None:
+        rows.skipped[rules.SKIP_NO_METRIC] += 1
+        return
+    metric, stripped = classified
+    prefix, index = rules.split_index(stripped)
+    if index > INT64_MAX:
+        raise rules.EntryError(f"target index {index} does not fit a 64-bit integer")
+    local = naming.steps.get(lookup, 0)
+    for suffix, value in rules.tensor_slots(metric, entry):
+        reason = rules.skip_reason(value)
+        if reason is None:
+            _append_row(rows, key, metric, prefix + suffix, index, local, value)
+        else:
+            rows.skipped[reason] += 1
+
+
+def _name_and_lookup(key: str, naming: _Naming) -> tuple[str | None, str]:
+    """§3.5: the renumbered name (micro-step mode) or the key, with the parameters_grad fallback."""
+    name = naming.names.get(key) if naming.names else key
+    if not name and "parameters_grad" in key:
+        return key, key.replace(".parameters_grad", ".forward")
+    return name, key
+
+
+def _append_row(rows: Rows, key: str, metric: str, target: str, index: int, local: int, tensor: dict) -> None:
+    rows.local_micro_step.append(local)
+    rows.metric.append(metric)
+    rows.target_name.append(target)
+    rows.micro_step.append(index)
+    rows.norm.append(rules.raw_stat(tensor.get("Norm")))
+    rows.max.append(rules.raw_stat(tensor.get("Max")))
+    rows.min.append(rules.raw_stat(tensor.get("Min")))
+    rows.mean.append(rules.raw_stat(tensor.get("Mean")))
+    rows.key.append(key)

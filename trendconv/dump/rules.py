@@ -1,0 +1,133 @@
+"""Per-key rules of dump-format.md §4-§7: mapping, metric detection, target naming, tensors, values."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from trendconv.errors import kind_of
+
+FORWARD, BACKWARD, RECOMPUTE, PARAMETERS_GRAD = "forward", "backward", "recompute", "parameters_grad"
+TENSOR_TYPES = frozenset({"torch.Tensor", "mindspore.Tensor", "mindtorch.Tensor"})
+FLOAT_DTYPES = frozenset(
+    {"Float16", "Float32", "BFloat16", "torch.float16", "torch.float32", "torch.bfloat16"}
+)
+STAT_KEYS = ("Norm", "Max", "Min", "Mean")
+_FLOAT_MAX = 1.7976931348623157e308
+
+# Why a tensor slot or a whole key gave no row; counted per shard.
+SKIP_NOT_OBJECT = "entry not an object"
+SKIP_NOT_IN_CONSTRUCT = "key not in construct.json"
+SKIP_NO_METRIC = "no metric"
+SKIP_NULL = "null"
+SKIP_NESTED = "nested list"
+SKIP_NON_TENSOR = "non-tensor"
+SKIP_TYPE = "unsupported tensor type"
+SKIP_DTYPE = "unsupported dtype"
+
+
+def apply_mapping(name: str, mapping: tuple[tuple[str, str], ...]) -> str:
+    for old, new in mapping:
+        name = name.replace(old, new)
+    return name
+
+
+def classify(name: str, entry: dict) -> tuple[str, str] | None:
+    """The metric of a (mapped) name and the name with the metric words taken out (§5.1)."""
+    if ".forward." in name or name.endswith(".forward"):
+        metric = RECOMPUTE if entry.get("is_recompute") else FORWARD
+        return metric, name.replace(".forward.", ".").replace(".forward", "")
+    if ".backward." in name or name.endswith(".backward"):
+        return BACKWARD, name.replace(".backward.", ".").replace(".backward", "")
+    if name.endswith("parameters_grad"):
+        return PARAMETERS_GRAD, name.replace(".parameters_grad", "")
+    parts = name.split(".")
+    if len(parts) >= 3 and parts[-2] == "parameters_grad":
+        kept = parts[:-2] + [parts[-1]] if parts[-1].isdigit() else parts[:-2]
+        return PARAMETERS_GRAD, ".".join(kept)
+    return None
+
+
+def split_index(name: str) -> tuple[str, int]:
+    """§5.2: a trailing all-digit part is the target index (the `micro_step` column)."""
+    head, dot, last = name.rpartition(".")
+    if last.isdigit():
+        try:
+            return head, int(last)
+        except ValueError:
+            pass
+    return name, 0
+
+
+def tensor_slots(metric: str, entry: dict) -> Iterator[tuple[str, object]]:
+    """(suffix, value) for every place of the entry a row may come from, in the order of §6."""
+    if metric == PARAMETERS_GRAD:
+        for name, value in entry.items():
+            yield "." + name, choose_parameter(value)
+        return
+    first = "input" if metric == BACKWARD else "input_args"
+    yield from _list_slots(entry, first, ".input.")
+    yield from _list_slots(entry, "output", ".output.")
+    if metric != BACKWARD and "parameters" in entry:
+        parameters = entry["parameters"]
+        if not isinstance(parameters, dict):
+            raise EntryError(f"'parameters' is {kind_of(parameters)}, expected an object")
+        for name, value in parameters.items():
+            yield ".parameters." + name, choose_parameter(value)
+
+
+def _list_slots(entry: dict, field: str, suffix: str) -> Iterator[tuple[str, object]]:
+    if field not in entry:
+        return
+    values = entry[field]
+    if not isinstance(values, list):
+        raise EntryError(f"{field!r} is {kind_of(values)}, expected a list")
+    for position, value in enumerate(values):
+        yield f"{suffix}{position}", value
+
+
+def choose_parameter(value):
+    """Q1: a parameter is the object itself when it has a `type`, else item 0 of a list of objects."""
+    if isinstance(value, dict):
+        return value if "type" in value else None
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return value[0]
+    return None
+
+
+def skip_reason(value) -> str | None:
+    """None for an eligible tensor (§6), else why the value gives no row."""
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if kind in TENSOR_TYPES:
+            return None if value.get("dtype") in FLOAT_DTYPES else SKIP_DTYPE
+        return SKIP_TYPE if isinstance(kind, str) and "Tensor" in kind else SKIP_NON_TENSOR
+    if value is None:
+        return SKIP_NULL
+    return SKIP_NESTED if isinstance(value, list) else SKIP_NON_TENSOR
+
+
+def raw_stat(value) -> float | None:
+    """A statistic as float64 before clipping (§7 steps 1-2): NaN and ±inf kept, non-numbers None."""
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return _int_as_float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _int_as_float(value: int) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.copysign(_FLOAT_MAX, value)
+
+
+class EntryError(Exception):
+    """A dump entry of a shape the reference crashes on; the parser adds file, step, rank and key."""
+

@@ -1,0 +1,46 @@
+"""Errors and exit statuses shared by every stage: one place decides what a failure means to the user."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    OK = 0
+    DATA_ERROR = 1
+    USAGE_ERROR = 2
+    INTERRUPTED = 130
+
+
+class TrendconvError(Exception):
+    """A failure the user can act on; the message is shown as one line, without a traceback."""
+
+    exit_status = ExitStatus.DATA_ERROR
+
+
+class DataError(TrendconvError):
+    """The input data (dumps, shards, an existing database) is missing, malformed or inconsistent."""
+
+
+class UsageError(TrendconvError):
+    """The command line or an option's file is wrong."""
+
+    exit_status = ExitStatus.USAGE_ERROR
+
+
+def where(path, *, step=None, rank=None, key=None) -> str:
+    """Name the place of a problem: the file, then step, rank and key where known."""
+    parts = [str(path)]
+    if step is not None:
+        parts.append(f"step {step}")
+    if rank is not None:
+        parts.append(f"rank {rank}")
+    if key is not None:
+        parts.append(f"key {key!r}")
+    return ", ".join(parts)
+
+
+def kind_of(value) -> str:
+    """A JSON value's kind in words, for messages."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")

@@ -1,0 +1,69 @@
+"""Reading msprobe JSON files fast: orjson, with the bare NaN/Infinity tokens Python's json writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import orjson
+
+from trendconv.errors import DataError
+
+_TOKEN = re.compile(rb"-?Infinity|NaN")
+_STRING_OR_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
+
+
+def read_json(path: Path):
+    """Parse a JSON file as Python's json module would, with bare NaN/±Infinity read as strings.
+
+    The tokens become the strings "NaN", "Infinity", "-Infinity": every consumer parses statistics and
+    parents with Python float()/int() semantics, under which a string and a bare token mean the same.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_json_bytes(raw, path)
+
+
+def parse_json_bytes(raw: bytes, path: Path):
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return orjson.loads(_quote_bare_tokens(raw))
+    except orjson.JSONDecodeError:
+        return _parse_with_stdlib(raw, path)
+
+
+def _quote_bare_tokens(raw: bytes) -> bytes:
+    """Wrap the bare tokens that stand outside strings in quotes; leave string contents alone."""
+    if b"\\" in raw:
+        return _STRING_OR_TOKEN.sub(_quote_token_match, raw)
+    pieces, last, quotes = [], 0, 0
+    for match in _TOKEN.finditer(raw):
+        quotes += raw.count(b'"', last, match.start())
+        pieces.append(raw[last : match.start()])
+        token = match.group()
+        pieces.append(token if quotes % 2 else b'"' + token + b'"')
+        last = match.end()
+    pieces.append(raw[last:])
+    return b"".join(pieces)
+
+
+def _quote_token_match(match: re.Match) -> bytes:
+    return b'"' + match.group(1) + b'"' if match.group(1) else match.group()
+
+
+def _parse_with_stdlib(raw: bytes, path: Path):
+    """Rare inputs orjson refuses but Python accepts (lone surrogates, numbers beyond float range)."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=str)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not valid UTF-8 JSON: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise DataError(f"{path}: invalid JSON: nested too deeply") from None

@@ -1,0 +1,88 @@
+"""The dump trend database schema (dump-format.md §8.2-§8.3) and the read indexes: the one place to edit.
+
+A change here followed by `trendconv load WORK --db OUT` gives the new database without re-parsing.
+"""
+
+from __future__ import annotations
+
+DB_NAME = "dump_data.trend.db"
+METRICS = ("forward", "backward", "recompute", "parameters_grad")
+STATS = ("norm", "max", "min", "mean")
+STAT_LIST = ",".join(STATS)
+VALUE_LIMIT = 1e9
+INF_VALUE = VALUE_LIMIT + 1
+
+CREATE_TABLES = (
+    """CREATE TABLE IF NOT EXISTS monitoring_targets (
+    target_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    target_name TEXT NOT NULL,
+    vpp_stage INTEGER NOT NULL,
+    micro_step INTEGER NOT NULL DEFAULT 0,
+    UNIQUE(target_name, vpp_stage, micro_step)
+)""",
+    """CREATE TABLE IF NOT EXISTS monitoring_metrics (
+    metric_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    metric_name TEXT UNIQUE NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS monitoring_tags (
+    tag_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    tag_name TEXT NOT NULL,
+    category TEXT NOT NULL,
+    metric_id INTEGER NOT NULL,
+    UNIQUE(tag_name, category, metric_id),
+    FOREIGN KEY (metric_id) REFERENCES monitoring_metrics(metric_id)
+)""",
+    # The misspelt table name in the foreign key is the reference's (Q19); foreign keys are not enforced.
+    """CREATE TABLE IF NOT EXISTS tag_target_mapping (
+    tag_id INTEGER NOT NULL,
+    target_id INTEGER NOT NULL,
+    PRIMARY KEY (tag_id, target_id),
+    FOREIGN KEY (tag_id) REFERENCES monitoring_tags(tag_id),
+    FOREIGN KEY (target_id) REFERENCES monitoring_target(target_id)
+)""",
+    f"""CREATE TABLE IF NOT EXISTS trend_data (
+    rank INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    target_id INTEGER NOT NULL,
+    metric_id INTEGER NOT NULL,
+    {", ".join(f"{stat} REAL DEFAULT NULL" for stat in STATS)},
+    PRIMARY KEY (rank, step, target_id, metric_id),
+    FOREIGN KEY (target_id) REFERENCES monitoring_targets(target_id),
+    FOREIGN KEY (metric_id) REFERENCES monitoring_metrics(metric_id)
+) WITHOUT ROWID""",
+)
+
+# Created after the data, as the reference does; the plugin orders it by ROWID, so never WITHOUT ROWID.
+CREATE_GLOBAL_STATS = f"""CREATE TABLE IF NOT EXISTS global_stats (
+    max_rank INTEGER DEFAULT 0,
+    min_step INTEGER DEFAULT 0,
+    max_step INTEGER DEFAULT 0,
+    {", ".join(f"{metric} TEXT DEFAULT NULL" for metric in METRICS)}
+)"""
+
+INSERT_METRIC = "INSERT OR IGNORE INTO monitoring_metrics (metric_name) VALUES (?)"
+INSERT_TARGET = "INSERT INTO monitoring_targets (target_id, target_name, vpp_stage, micro_step) VALUES (?, ?, ?, ?)"
+INSERT_TREND = f"INSERT OR IGNORE INTO trend_data VALUES ({', '.join('?' * (4 + len(STATS)))})"
+INSERT_GLOBAL_STATS = f"INSERT INTO global_stats VALUES ({', '.join('?' * (3 + len(METRICS)))})"
+INSERT_TAG = "INSERT INTO monitoring_tags (tag_id, tag_name, category, metric_id) VALUES (?, ?, ?, ?)"
+INSERT_TAG_TARGET = "INSERT INTO tag_target_mapping (tag_id, target_id) VALUES (?, ?)"
+
+# What the Trend Analyzer's queries need (trend-db-readers.md §7); ANALYZE only ever runs after these.
+CREATE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS idx_trend_metric_step ON trend_data(metric_id, step)",
+    "CREATE INDEX IF NOT EXISTS idx_trend_metric_target ON trend_data(metric_id, target_id)",
+    "CREATE INDEX IF NOT EXISTS idx_ttm_target ON tag_target_mapping(target_id, tag_id)",
+)
+
+# Safe while building: the file is private until it is renamed into place, and a failed build is removed.
+BUILD_PRAGMAS = (
+    "PRAGMA journal_mode = OFF",
+    "PRAGMA synchronous = OFF",
+    "PRAGMA locking_mode = EXCLUSIVE",
+    "PRAGMA temp_store = MEMORY",
+    "PRAGMA cache_size = -131072",
+)
+
+
+def metric_ids() -> dict[str, int]:
+    return {metric: position + 1 for position, metric in enumerate(METRICS)}

@@ -1,0 +1,221 @@
+"""The parse stage: scan DATA, then turn each (step, rank) file set into one shard, in parallel workers.
+
+A shard whose sources and parse options are unchanged is reused, so an interrupted parse resumes where
+it stopped. A manifest written last (`WORK/manifest.json`) says the set of shards is complete.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from trendconv import __version__, shards
+from trendconv.dump.parse import ParseOptions, Rows, parse_file_set
+from trendconv.errors import DataError, TrendconvError, where
+from trendconv.executors import Executor, default_workers, local_executor
+from trendconv.scan import FileSet, ScanResult, scan
+
+MANIFEST = "manifest.json"
+
+OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
+
+
+@dataclass(frozen=True)
+class ParseTask:
+    file_set: FileSet
+    options: ParseOptions
+    work: Path
+
+    @property
+    def shard_path(self) -> Path:
+        return shards.shard_path(self.work, self.file_set.step, self.file_set.rank)
+
+
+@dataclass
+class ParseSummary:
+    files: int = 0
+    parsed: int = 0
+    reused: int = 0
+    rows: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    removed_orphans: int = 0
+
+
+def source_files(file_set: FileSet, options: ParseOptions) -> list[tuple[str, Path]]:
+    files = [(file_set.relative("dump.json"), file_set.dump_json)]
+    if options.micro_step:
+        files.append((file_set.relative("construct.json"), file_set.construct_json))
+    return files
+
+
+def describe_sources(file_set: FileSet, options: ParseOptions) -> list[dict]:
+    described = []
+    for relative, path in source_files(file_set, options):
+        try:
+            stat = path.stat()
+        except OSError:
+            described.append({"path": relative, "size": None, "mtime_ns": None})
+            continue
+        described.append({"path": relative, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+    return described
+
+
+def shard_meta(task: ParseTask, sources: list[dict], rows: Rows) -> dict:
+    return {
+        "shard_format": shards.SHARD_FORMAT,
+        "trendconv_version": __version__,
+        "input_format": "dump",
+        "options": task.options.describe(),
+        "step": task.file_set.step,
+        "rank": task.file_set.rank,
+        "item": task.file_set.item,
+        "sources": sources,
+        "micro_steps": rows.micro_steps,
+        "rows": len(rows),
+        "rows_per_metric": dict(sorted(Counter(rows.metric).items())),
+        "skipped": dict(sorted(rows.skipped.items())),
+    }
+
+
+def parse_task(task: ParseTask) -> dict:
+    """Worker entry point: parse one file set, write its shard, return its (small) metadata."""
+    sources = describe_sources(task.file_set, task.options)
+    rows = parse_file_set(task.file_set, task.options)
+    meta = shard_meta(task, sources, rows)
+    shards.write_shard(task.shard_path, _table_of(task.file_set, rows), meta)
+    return meta
+
+
+def _table_of(file_set: FileSet, rows: Rows):
+    columns = {name: getattr(rows, name) for name in ("local_micro_step", "metric", "target_name", "micro_step")}
+    columns.update({name: getattr(rows, name) for name in shards.STAT_COLUMNS})
+    columns.update(step=file_set.step, rank=file_set.rank, vpp_stage=0, key=rows.key)
+    return shards.build_table(columns, len(rows))
+
+
+def shard_status(task: ParseTask) -> tuple[str, dict | None]:
+    """ok (reusable), stale (sources or options changed), corrupt (unreadable) or missing."""
+    if not task.shard_path.is_file():
+        return MISSING, None
+    try:
+        meta = shards.read_meta(task.shard_path)
+    except DataError:
+        return CORRUPT, None
+    fresh = (
+        meta.get("shard_format") == shards.SHARD_FORMAT
+        and meta.get("options") == task.options.describe()
+        and meta.get("sources") == describe_sources(task.file_set, task.options)
+    )
+    return (OK if fresh else STALE), meta
+
+
+def plan(data: Path, work: Path, options: ParseOptions) -> tuple[ScanResult, list[ParseTask]]:
+    result = scan(data)
+    return result, [ParseTask(file_set, options, work) for file_set in result.file_sets]
+
+
+def run_parse(
+    data: Path,
+    work: Path,
+    options: ParseOptions,
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    on_shard: Callable[[ParseTask, dict, bool], None] | None = None,
+    on_plan: Callable[[list[ParseTask]], None] | None = None,
+) -> ParseSummary:
+    """Parse DATA into WORK.
+
+    `on_plan(tasks)` is called once the scan is done, `on_shard(task, meta, reused)` as each shard is
+    ready (reused shards first, then parsed ones as workers finish them).
+    """
+    scanned, tasks = plan(data, work, options)
+    summary = ParseSummary(files=len(tasks), warnings=list(scanned.warnings))
+    if on_plan:
+        on_plan(tasks)
+    _remove_manifest(work)
+    summary.removed_orphans = _remove_orphans(work, tasks)
+    todo = []
+    for task in tasks:
+        status, meta = shard_status(task)
+        if status == OK:
+            _count(summary, meta, reused=True)
+            if on_shard:
+                on_shard(task, meta, True)
+        else:
+            todo.append(task)
+    executor = executor or local_executor(_workers_for(workers, len(todo)))
+    for task, meta in _results(executor, todo):
+        _count(summary, meta, reused=False)
+        if on_shard:
+            on_shard(task, meta, False)
+    write_manifest(work, options, tasks)
+    return summary
+
+
+def _workers_for(workers: int | None, todo: int) -> int:
+    return workers if workers is not None else default_workers(todo)
+
+
+def _results(executor: Executor, todo: list[ParseTask]) -> Iterator[tuple[ParseTask, dict]]:
+    outcomes = executor.imap_unordered(parse_task, todo)
+    try:
+        for outcome in outcomes:
+            if outcome.error is not None:
+                raise _task_failure(outcome.task, outcome.error)
+            yield outcome.task, outcome.value
+    finally:
+        outcomes.close()
+
+
+def _task_failure(task: ParseTask, error: BaseException) -> TrendconvError:
+    if isinstance(error, TrendconvError):
+        return error
+    file_set = task.file_set
+    place = where(file_set.dump_json, step=file_set.step, rank=file_set.rank)
+    return DataError(f"{place}: parse failed: {type(error).__name__}: {error}")
+
+
+def _count(summary: ParseSummary, meta: dict, *, reused: bool) -> None:
+    if reused:
+        summary.reused += 1
+    else:
+        summary.parsed += 1
+    summary.rows += meta["rows"]
+    summary.skipped.update(meta["skipped"])
+
+
+def _remove_orphans(work: Path, tasks: list[ParseTask]) -> int:
+    """Shards of file sets that are no longer in DATA would otherwise be loaded as if they were."""
+    wanted = {task.shard_path for task in tasks}
+    orphans = [path for path in shards.list_shards(work) if path not in wanted]
+    for path in orphans:
+        path.unlink()
+    return len(orphans)
+
+
+def manifest_path(work: Path) -> Path:
+    return work / MANIFEST
+
+
+def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask]) -> None:
+    document = {
+        "shard_format": shards.SHARD_FORMAT,
+        "input_format": "dump",
+        "options": options.describe(),
+        "shards": [task.shard_path.name for task in tasks],
+    }
+    path = manifest_path(work)
+    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
+    tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    os.replace(tmp, path)
+
+
+def _remove_manifest(work: Path) -> None:
+    manifest_path(work).unlink(missing_ok=True)

@@ -1,0 +1,116 @@
+"""Parquet shards: the self-describing, atomically written intermediate between parse and load.
+
+One shard per (step, rank) of input, `WORK/shards/step<S>_rank<R>.parquet`. Its footer metadata (key
+`trendconv`) holds a JSON document describing where it came from; the rows carry no database ids.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from trendconv.errors import DataError
+
+SHARD_FORMAT = 1
+META_KEY = b"trendconv"
+SHARD_DIR = "shards"
+STAT_COLUMNS = ("norm", "max", "min", "mean")
+
+_DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+SCHEMA = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("rank", pa.int64()),
+        ("local_micro_step", pa.int32()),
+        ("metric", _DICT_STRING),
+        ("target_name", _DICT_STRING),
+        ("vpp_stage", pa.int32()),
+        ("micro_step", pa.int64()),
+        *[(name, pa.float64()) for name in STAT_COLUMNS],
+        ("key", _DICT_STRING),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Shard:
+    path: Path
+    meta: dict
+
+    @property
+    def step(self) -> int:
+        return self.meta["step"]
+
+    @property
+    def rank(self) -> int:
+        return self.meta["rank"]
+
+
+def shard_dir(work: Path) -> Path:
+    return work / SHARD_DIR
+
+
+def shard_path(work: Path, step: int, rank: int) -> Path:
+    return shard_dir(work) / f"step{step}_rank{rank}.parquet"
+
+
+def build_table(columns: dict[str, list], rows: int) -> pa.Table:
+    arrays = []
+    for field in SCHEMA:
+        values = columns[field.name]
+        if pa.types.is_dictionary(field.type):
+            arrays.append(pa.array(values, pa.string()).dictionary_encode())
+        elif isinstance(values, list):
+            arrays.append(pa.array(values, field.type))
+        else:  # a constant for the whole shard
+            arrays.append(pa.array([values] * rows, field.type) if rows else pa.array([], field.type))
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
+    """Write to a temporary name in the same directory, then rename: readers never see half a shard."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=max(table.num_rows, 1))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_meta(path: Path) -> dict:
+    """The footer document alone (cheap: no rows are read)."""
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+        return orjson.loads(metadata[META_KEY])
+    except (OSError, pa.ArrowException, KeyError, orjson.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)})") from None
+
+
+def read_rows(path: Path) -> pa.Table:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)})") from None
+    if table.schema.remove_metadata() != SCHEMA:
+        raise DataError(f"{path}: unexpected shard columns; re-run parse")
+    return table
+
+
+def list_shards(work: Path) -> list[Path]:
+    directory = shard_dir(work)
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob("*.parquet"))
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return "no trendconv metadata"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
