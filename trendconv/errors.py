@@ -17,6 +17,10 @@ class TrendconvError(Exception):
 
     exit_status = ExitStatus.DATA_ERROR
 
+    def __init__(self, message: str, *, warnings: list[str] | None = None):
+        super().__init__(message)
+        self.warnings = warnings or []  # what was noticed before the failure, shown first
+
 
 class DataError(TrendconvError):
     """The input data (dumps, shards, an existing database) is missing, malformed or inconsistent."""

@@ -58,6 +58,7 @@ def _handles_errors(command):
         try:
             return command(*args, **kwargs)
         except TrendconvError as exc:
+            report.print_warnings(exc.warnings)
             report.print_error(str(exc))
             raise typer.Exit(int(exc.exit_status)) from None
         except KeyboardInterrupt:
@@ -85,7 +86,9 @@ def _main(
 @app.command()
 @_handles_errors
 def parse(
-    data: Annotated[Path, typer.Argument(metavar="DATA", help="The msprobe dump directory: the parent of the step* directories.")],
+    data: Annotated[
+        Path, typer.Argument(metavar="DATA", help="The msprobe dump directory: the parent of the step* directories.")
+    ],
     work: Annotated[Path, typer.Option("--work", help="Where the Parquet shards go (created if needed).")],
     workers: Workers = None,
     micro_step: MicroStep = True,

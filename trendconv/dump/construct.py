@@ -114,4 +114,3 @@ def _digits(part: str) -> int | None:
         return int(part)
     except ValueError:
         return None
-

@@ -9,9 +9,7 @@ from trendconv.errors import kind_of
 
 FORWARD, BACKWARD, RECOMPUTE, PARAMETERS_GRAD = "forward", "backward", "recompute", "parameters_grad"
 TENSOR_TYPES = frozenset({"torch.Tensor", "mindspore.Tensor", "mindtorch.Tensor"})
-FLOAT_DTYPES = frozenset(
-    {"Float16", "Float32", "BFloat16", "torch.float16", "torch.float32", "torch.bfloat16"}
-)
+FLOAT_DTYPES = frozenset({"Float16", "Float32", "BFloat16", "torch.float16", "torch.float32", "torch.bfloat16"})
 STAT_KEYS = ("Norm", "Max", "Min", "Mean")
 _FLOAT_MAX = 1.7976931348623157e308
 
@@ -130,4 +128,3 @@ def _int_as_float(value: int) -> float:
 
 class EntryError(Exception):
     """A dump entry of a shape the reference crashes on; the parser adds file, step, rank and key."""
-

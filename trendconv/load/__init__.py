@@ -102,8 +102,8 @@ class TrendDbBuilder:
             self._first = meta
         elif meta.get("options") != self._first.get("options"):
             raise DataError(
-                f"{shard.path}: parse options {meta.get('options')} differ from {self._first.get('options')} "
-                "of the other shards; re-run parse"
+                f"{shard.path}: parsed with {_options_text(meta)}, the other shards with "
+                f"{_options_text(self._first)}; re-run parse"
             )
 
     @property
@@ -229,6 +229,12 @@ def load_shards(
     except BaseException:
         builder.abort()
         raise
+
+
+def _options_text(meta: dict) -> str:
+    options = meta.get("options") or {}
+    mode = "micro-step" if options.get("micro_step") else "no-micro-step"
+    return f"{mode}, mapping sha256 {str(options.get('mapping_sha256'))[:12]}"
 
 
 def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Array:

@@ -55,7 +55,7 @@ def scan(data: Path) -> ScanResult:
     for step, step_dir in steps:
         _scan_step(data, step, step_dir, result)
     if not result.file_sets:
-        raise DataError(_nothing_found(data, bool(steps)))
+        raise DataError(_nothing_found(data, bool(steps)), warnings=result.warnings)
     return result
 
 

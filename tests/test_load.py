@@ -1,0 +1,359 @@
+"""The load stage: exact contents, determinism, atomic replacement, indexes, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import A1_CONSTRUCT, A1_DATA, TAGS_BY_NAME, TREND_BY_NAME, query, write_file_set
+from test_parse_stage import A2_CONSTRUCT, A2_DATA, invoke
+
+from trendconv import api, shards
+from trendconv.errors import DataError
+
+STATS4 = ("norm,max,min,mean",) * 4
+
+
+def convert(data: Path, root: Path, *, micro_step: bool = True, workers: int = 1, index: bool = True):
+    work, out = root / "work", root / "out"
+    api.parse(data, work, api.ParseOptions(micro_step=micro_step), workers=workers)
+    return api.load(work, out, index=index)
+
+
+def trend(db: Path) -> list[tuple]:
+    return query(db, TREND_BY_NAME)
+
+
+A1_FILE_MICRO = [
+    (0, 0, "Functional.linear.input.0", 0, "forward", 2.0, 1.0, 0.0, 0.5),
+    (0, 0, "Functional.linear.output.0", 0, "forward", 4.0, 3.0, -3.0, 0.0),
+    (0, 0, "Module.net.Net.input.0", 0, "forward", 2.0, 1.0, 0.0, 0.5),
+    (0, 0, "Module.net.Net.output.0", 0, "forward", 3.0, 2.0, -1.0, 0.25),
+    (0, 0, "Module.net.Net.parameters.weight", 0, "forward", 9.0, 9.0, 9.0, 9.0),
+    (0, 0, "Functional.linear.input.0", 0, "backward", 0.3, 0.2, -0.2, 0.0),
+    (0, 0, "Module.net.Net.input.0", 0, "backward", 0.3, 0.2, -0.2, 0.0),
+    (0, 0, "Module.net.Net.output.0", 0, "backward", 0.4, 0.1, -0.1, 0.0),
+    (0, 0, "Module.net.Net.weight", 0, "parameters_grad", 0.05, 0.01, -0.01, 0.0),
+    (0, 1, "Module.net.Net.input.0", 0, "forward", 2.5, 1.5, 0.0, 0.5),
+    (0, 1, "Module.net.Net.output.0", 0, "forward", 3.5, 2.5, -1.0, 1000000001.0),
+    (0, 1, "Functional.linear.input.0", 0, "recompute", 2.5, 1.5, 0.0, 0.5),
+    (0, 1, "Functional.linear.output.0", 0, "recompute", 5.0, 4.0, -4.0, None),
+]
+
+A1_TAGS_MICRO = [
+    ("forward", "Functional.linear", "function", "Functional.linear.input.0#0 Functional.linear.output.0#0"),
+    (
+        "forward",
+        "Module",
+        "default",
+        "Module.net.Net.input.0#0 Module.net.Net.output.0#0 Module.net.Net.parameters.weight#0",
+    ),
+    ("forward", "input.0", "index", "Module.net.Net.input.0#0 Functional.linear.input.0#0"),
+    (
+        "forward",
+        "net.Net",
+        "module",
+        "Module.net.Net.input.0#0 Module.net.Net.output.0#0 Module.net.Net.parameters.weight#0",
+    ),
+    ("forward", "output.0", "index", "Module.net.Net.output.0#0 Functional.linear.output.0#0"),
+    ("forward", "parameters", "default", "Module.net.Net.parameters.weight#0"),
+    ("forward", "parameters.weight", "index", "Module.net.Net.parameters.weight#0"),
+    ("backward", "Functional.linear", "function", "Functional.linear.input.0#0"),
+    ("backward", "Module", "default", "Module.net.Net.input.0#0 Module.net.Net.output.0#0"),
+    ("backward", "input.0", "index", "Module.net.Net.input.0#0 Functional.linear.input.0#0"),
+    ("backward", "net.Net", "module", "Module.net.Net.input.0#0 Module.net.Net.output.0#0"),
+    ("backward", "output.0", "index", "Module.net.Net.output.0#0"),
+    (
+        "recompute",
+        "Functional.linear",
+        "function",
+        "Functional.linear.input.0#0 Functional.linear.output.0#0",
+    ),
+    ("recompute", "input.0", "index", "Functional.linear.input.0#0"),
+    ("recompute", "output.0", "index", "Functional.linear.output.0#0"),
+    ("parameters_grad", "Module", "default", "Module.net.Net.weight#0"),
+    ("parameters_grad", "Net.weight", "index", "Module.net.Net.weight#0"),
+    ("parameters_grad", "net", "module", "Module.net.Net.weight#0"),
+]
+
+
+def shifted(rows: list[tuple], by: int) -> list[tuple]:
+    return [(row[0], row[1] + by, *row[2:]) for row in rows]
+
+
+def test_a1_micro_step_contents(a1_data, tmp_path):
+    db = convert(a1_data, tmp_path).db
+    assert trend(db) == A1_FILE_MICRO + shifted(A1_FILE_MICRO, 2)
+    assert query(db, "SELECT * FROM monitoring_targets ORDER BY target_id") == [
+        (1, "Module.net.Net.input.0", 0, 0),
+        (2, "Module.net.Net.output.0", 0, 0),
+        (3, "Module.net.Net.parameters.weight", 0, 0),
+        (4, "Functional.linear.input.0", 0, 0),
+        (5, "Functional.linear.output.0", 0, 0),
+        (6, "Module.net.Net.weight", 0, 0),
+    ]
+    assert query(db, "SELECT * FROM global_stats") == [(0, 0, 3, *STATS4)]
+    assert query(db, TAGS_BY_NAME) == A1_TAGS_MICRO
+    assert query(db, "SELECT count(*) FROM tag_target_mapping") == [(29,)]
+    assert query(db, "SELECT * FROM monitoring_metrics") == [
+        (1, "forward"),
+        (2, "backward"),
+        (3, "recompute"),
+        (4, "parameters_grad"),
+    ]
+
+
+def test_a1_step_mode_contents(a1_data, tmp_path):
+    db = convert(a1_data, tmp_path, micro_step=False).db
+    rows = trend(db)
+    assert len(rows) == 26
+    assert [row for row in rows if row[1] == 0] == [row for row in shifted(rows, -1) if row[1] == 0]
+    assert [row[2:] for row in rows if row[1] == 0 and row[4] == "recompute"] == [
+        ("Functional.linear.input.0", 1, "recompute", 2.5, 1.5, 0.0, 0.5),
+        ("Functional.linear.output.0", 1, "recompute", 5.0, 4.0, -4.0, None),
+    ]
+    assert query(db, "SELECT target_name, micro_step FROM monitoring_targets ORDER BY target_id") == [
+        ("Module.net.Net.input.0", 0),
+        ("Module.net.Net.output.0", 0),
+        ("Module.net.Net.parameters.weight", 0),
+        ("Functional.linear.input.0", 0),
+        ("Functional.linear.output.0", 0),
+        ("Module.net.Net.input.0", 1),
+        ("Module.net.Net.output.0", 1),
+        ("Functional.linear.input.0", 1),
+        ("Functional.linear.output.0", 1),
+        ("Module.net.Net.weight", 0),
+    ]
+    assert query(db, "SELECT * FROM global_stats") == [(0, 0, 1, *STATS4)]
+    assert query(db, "SELECT count(*) FROM monitoring_tags") == [(18,)]
+    assert query(db, "SELECT count(*) FROM tag_target_mapping") == [(35,)]
+
+
+@pytest.mark.parametrize(
+    ("micro_step", "expected_steps", "targets", "links"),
+    [(True, (0, 0, 1), 6, 18), (False, (0, 0, 0), 8, 25)],
+)
+def test_a2_parameter_grads_and_duplicate(tmp_path, micro_step, expected_steps, targets, links):
+    write_file_set(tmp_path / "data" / "step0" / "rank0", A2_DATA, A2_CONSTRUCT)
+    summary = convert(tmp_path / "data", tmp_path, micro_step=micro_step)
+    grads = [row[1:] for row in trend(summary.db) if row[4] == "parameters_grad"]
+    if micro_step:
+        assert grads == [
+            (0, "Module.m.M.w", 0, "parameters_grad", 0.1, 0.1, 0.1, 0.1),
+            (0, "Module.m.M.w", 5, "parameters_grad", 0.5, 0.5, 0.5, 0.5),
+            (1, "Module.m.M.w", 1, "parameters_grad", 0.2, 0.2, 0.2, 0.2),
+        ]
+    else:
+        assert [row[1:4] for row in grads] == [
+            ("Module.m.M.w", 0, "parameters_grad"),
+            ("Module.m.M.w", 1, "parameters_grad"),
+            ("Module.m.M.w", 5, "parameters_grad"),
+        ]
+    assert (summary.rows, summary.duplicates, summary.targets, summary.tag_links) == (8, 1, targets, links)
+    assert query(summary.db, "SELECT * FROM global_stats") == [(*expected_steps, *STATS4)]
+
+
+def test_micro_step_offsets_use_the_largest_count_of_each_step(tmp_path):
+    data = tmp_path / "data"
+    three_roots = {**A1_CONSTRUCT, "Module.extra.E.forward.0": None}
+    write_file_set(data / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    write_file_set(data / "step0" / "rank1", A1_DATA, three_roots)
+    write_file_set(data / "step5" / "rank0", A1_DATA, A1_CONSTRUCT)
+    db = convert(data, tmp_path).db
+    assert query(db, "SELECT * FROM global_stats") == [(1, 0, 4, *STATS4)]
+    assert query(db, "SELECT DISTINCT rank, step FROM trend_data ORDER BY 1, 2") == [
+        (0, 0),
+        (0, 1),
+        (0, 3),
+        (0, 4),
+        (1, 0),
+        (1, 1),
+    ]
+
+
+def test_db_bytes_identical_for_any_worker_count(tmp_path):
+    data = tmp_path / "data"
+    for step in range(3):
+        for rank in range(3):
+            write_file_set(data / f"step{step}" / f"rank{rank}", A1_DATA, A1_CONSTRUCT)
+    built = [convert(data, tmp_path / f"w{workers}", workers=workers).db.read_bytes() for workers in (1, 2, 4)]
+    assert built[0] == built[1] == built[2]
+
+
+def run_cli(*args, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env_extra or {})}
+    command = [sys.executable, "-m", "trendconv", *map(str, args)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_db_bytes_identical_across_hash_seeds(a1_data, tmp_path):
+    dbs = []
+    for seed in ("0", "123"):
+        work, out = tmp_path / f"work{seed}", tmp_path / f"out{seed}"
+        assert run_cli("parse", a1_data, "--work", work, "-q", env_extra={"PYTHONHASHSEED": seed}).returncode == 0
+        assert run_cli("load", work, "--db", out, "-q", env_extra={"PYTHONHASHSEED": seed}).returncode == 0
+        dbs.append((out / "dump_data.trend.db").read_bytes())
+    assert dbs[0] == dbs[1]
+
+
+def test_killed_load_leaves_the_old_db_untouched(a1_data, tmp_path):
+    summary = convert(a1_data, tmp_path)
+    before = summary.db.read_bytes()
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
+    for fault in ("load-shard", "load-before-rename"):
+        killed = run_cli("load", tmp_path / "work", "--db", tmp_path / "out", env_extra={"TRENDCONV_FAULT": fault})
+        assert killed.returncode == -9
+        assert summary.db.read_bytes() == before
+        assert sorted(p.name for p in (tmp_path / "out").glob("*.trend.db")) == ["dump_data.trend.db"]
+    again = api.load(tmp_path / "work", tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dump_data.trend.db"]
+    assert query(again.db, "SELECT max_step FROM global_stats") == [(1,)]
+
+
+def test_failed_load_removes_its_temporary_file(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    path = tmp_path / "work" / "shards" / "step1_rank0.parquet"
+    table = shards.read_rows(path)
+    metric = table.schema.get_field_index("metric")
+    bogus = pa.array(["bogus"] * table.num_rows).dictionary_encode()
+    shards.write_shard(path, table.set_column(metric, "metric", bogus), shards.read_meta(path))
+    with pytest.raises(DataError, match=f"^{path}: unknown metric 'bogus'$"):
+        api.load(tmp_path / "work", tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_db_mode_is_0640_whatever_the_umask(a1_data, tmp_path):
+    old = os.umask(0o002)
+    try:
+        db = convert(a1_data, tmp_path).db
+    finally:
+        os.umask(old)
+    assert oct(db.stat().st_mode & 0o777) == "0o640"
+
+
+def index_names(db: Path) -> list[str]:
+    return [
+        row[0]
+        for row in query(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name")
+    ]
+
+
+def test_indexes_and_analyze(a1_data, tmp_path):
+    db = convert(a1_data, tmp_path).db
+    assert index_names(db) == ["idx_trend_metric_step", "idx_trend_metric_target", "idx_ttm_target"]
+    assert query(db, "SELECT count(*) > 0 FROM sqlite_stat1") == [(1,)]
+    assert query(db, "PRAGMA journal_mode") == [("delete",)]
+
+
+def test_no_index(a1_data, tmp_path):
+    db = convert(a1_data, tmp_path, index=False).db
+    assert index_names(db) == []
+    assert query(db, "SELECT name FROM sqlite_master WHERE name = 'sqlite_stat1'") == []
+
+
+PLUGIN_QUERIES = {
+    "S7 heat map by step": (
+        "SELECT t.rank, t.step, t.target_id, t.norm, m.target_name, m.vpp_stage, m.micro_step FROM trend_data t "
+        "JOIN monitoring_targets m ON t.target_id = m.target_id WHERE t.metric_id = ? AND t.step = ?",
+        (1, 0),
+        "idx_trend_metric_step",
+    ),
+    "S5 module list": (
+        "SELECT DISTINCT mt.target_id, mt.vpp_stage, mt.target_name, mt.micro_step FROM monitoring_targets mt "
+        "WHERE mt.target_id IN (SELECT DISTINCT target_id FROM trend_data WHERE metric_id = ?)",
+        (1,),
+        "idx_trend_metric_target",
+    ),
+    "S8 line chart by rank dimension": (
+        "SELECT t.step, t.rank, t.target_id, t.norm, m.target_name, m.vpp_stage, m.micro_step FROM trend_data t "
+        "JOIN monitoring_targets m ON t.target_id = m.target_id "
+        "WHERE t.metric_id = ? AND t.step = ? AND t.target_id = ?",
+        (1, 0, 1),
+        "SEARCH t USING",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLUGIN_QUERIES))
+def test_plugin_queries_use_an_index(a1_data, tmp_path, name):
+    db = convert(a1_data, tmp_path).db
+    sql, params, index = PLUGIN_QUERIES[name]
+    plan = " | ".join(row[-1] for row in query_params(db, "EXPLAIN QUERY PLAN " + sql, params))
+    assert index in plan
+    assert "SCAN t" not in plan and "SCAN trend_data" not in plan
+
+
+def query_params(db: Path, sql: str, params: tuple) -> list[tuple]:
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def test_load_needs_a_finished_parse(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    (tmp_path / "work" / "shards" / "step1_rank0.parquet").unlink()
+    result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
+    shard = tmp_path / "work" / "shards" / "step1_rank0.parquet"
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {shard}: shard missing; run `trendconv parse` again to rebuild it\n",
+    )
+    (tmp_path / "work" / "manifest.json").unlink()
+    result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
+    manifest = tmp_path / "work" / "manifest.json"
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {manifest}: not found: the parse of this WORK did not finish; run `trendconv parse` again\n",
+    )
+    assert not (tmp_path / "out" / "dump_data.trend.db").exists()
+
+
+def test_mixed_parse_options_are_refused(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "micro", api.ParseOptions(), workers=1)
+    api.parse(a1_data, tmp_path / "plain", api.ParseOptions(micro_step=False), workers=1)
+    shutil.copy(tmp_path / "plain" / "shards" / "step1_rank0.parquet", tmp_path / "micro" / "shards")
+    result = invoke("load", tmp_path / "micro", "--db", tmp_path / "out")
+    digest = api.ParseOptions().mapping_sha256[:12]
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {tmp_path / 'micro' / 'shards' / 'step1_rank0.parquet'}: parsed with no-micro-step, mapping "
+        f"sha256 {digest}, the other shards with micro-step, mapping sha256 {digest}; re-run parse\n"
+    )
+
+
+def test_other_shard_format_is_refused(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    path = tmp_path / "work" / "shards" / "step0_rank0.parquet"
+    meta = shards.read_meta(path)
+    shards.write_shard(path, shards.read_rows(path), {**meta, "shard_format": 99})
+    result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {path}: shard format 99, this trendconv reads format 1; re-run parse\n",
+    )
+
+
+def test_load_cli_summary(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
+    db = tmp_path / "out" / "dump_data.trend.db"
+    assert result.exit_code == 0
+    assert result.stdout == (
+        f"wrote {db} ({db.stat().st_size} bytes) from 2 shards\n  rows 26, targets 6, tags 18, tag links 29\n"
+    )
+
+
+def test_manifest_lists_shards(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    manifest = json.loads((tmp_path / "work" / "manifest.json").read_text())
+    assert manifest["shards"] == ["step0_rank0.parquet", "step1_rank0.parquet"]

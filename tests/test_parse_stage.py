@@ -1,0 +1,336 @@
+"""The parse stage end to end: shards, their metadata, parallel determinism, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from conftest import A1_CONSTRUCT, A1_DATA, T, V, write_file_set, write_json
+from typer.testing import CliRunner
+
+from trendconv import api, shards
+from trendconv.cli import app
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, [str(arg) for arg in args])
+
+
+def shard_rows(path: Path) -> list[dict]:
+    return pq.read_table(path).to_pylist()
+
+
+A2_DATA = {
+    "Module.m.M.forward.0": {"input_args": [V(1)], "output": [], "parameters": {"w": V(2)}},
+    "Functional.relu.3.forward": {"input_args": [V(5)], "output": []},
+    "Module.m.M.forward.1": {"input_args": [V(3)], "output": [], "parameters": {"w": [V(4)]}},
+    "Module.m.M.parameters_grad.0": {"w": [V(0.1)]},
+    "Module.m.M.parameters_grad.1": {"w": V(0.2)},
+    "Module.m.M.parameters_grad.5": {"w": [V(0.5)]},
+    "Module.m.M.parameters_grad": {"w": [V(0.7)]},
+}
+A2_CONSTRUCT = {
+    "Module.m.M.forward.0": None,
+    "Module.m.M.forward.1": None,
+    "Functional.relu.3.forward": "Module.m.M.forward.1",
+}
+
+
+def test_a2_shard_rows_micro_step(tmp_path):
+    write_file_set(tmp_path / "data" / "step0" / "rank0", A2_DATA, A2_CONSTRUCT)
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(), workers=1)
+    rows = shard_rows(tmp_path / "work" / "shards" / "step0_rank0.parquet")
+    got = [(r["local_micro_step"], r["metric"], r["target_name"], r["micro_step"], r["norm"], r["key"]) for r in rows]
+    assert got == [
+        (0, "forward", "Module.m.M.input.0", 0, 1.0, "Module.m.M.forward.0"),
+        (0, "forward", "Module.m.M.parameters.w", 0, 2.0, "Module.m.M.forward.0"),
+        (1, "forward", "Functional.relu.input.0", 0, 5.0, "Functional.relu.3.forward"),
+        (1, "forward", "Module.m.M.input.0", 0, 3.0, "Module.m.M.forward.1"),
+        (1, "forward", "Module.m.M.parameters.w", 0, 4.0, "Module.m.M.forward.1"),
+        (0, "parameters_grad", "Module.m.M.w", 0, 0.1, "Module.m.M.parameters_grad.0"),
+        (1, "parameters_grad", "Module.m.M.w", 1, 0.2, "Module.m.M.parameters_grad.1"),
+        (0, "parameters_grad", "Module.m.M.w", 5, 0.5, "Module.m.M.parameters_grad.5"),
+        (0, "parameters_grad", "Module.m.M.w", 0, 0.7, "Module.m.M.parameters_grad"),
+    ]
+    assert {(r["step"], r["rank"], r["vpp_stage"]) for r in rows} == {(0, 0, 0)}
+
+
+def test_a2_shard_rows_step_mode(tmp_path):
+    write_file_set(tmp_path / "data" / "step0" / "rank0", A2_DATA)
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
+    rows = shard_rows(tmp_path / "work" / "shards" / "step0_rank0.parquet")
+    got = [(r["local_micro_step"], r["target_name"], r["micro_step"]) for r in rows]
+    assert got == [
+        (0, "Module.m.M.input.0", 0),
+        (0, "Module.m.M.parameters.w", 0),
+        (0, "Functional.relu.input.0", 3),
+        (0, "Module.m.M.input.0", 1),
+        (0, "Module.m.M.parameters.w", 1),
+        (0, "Module.m.M.w", 0),
+        (0, "Module.m.M.w", 1),
+        (0, "Module.m.M.w", 5),
+        (0, "Module.m.M.w", 0),
+    ]
+
+
+def test_shard_keeps_raw_values_and_metadata(a1_data, tmp_path):
+    work = tmp_path / "work"
+    api.parse(a1_data, work, api.ParseOptions(mapping=((".net.", ".n."),)), workers=1)
+    path = work / "shards" / "step1_rank0.parquet"
+    rows = shard_rows(path)
+    assert [r["target_name"] for r in rows[:3]] == [
+        "Module.n.Net.input.0",
+        "Module.n.Net.output.0",
+        "Module.n.Net.parameters.weight",
+    ]
+    assert (rows[6]["target_name"], str(rows[6]["mean"])) == ("Module.n.Net.output.0", "inf")  # raw, unclipped
+    assert (rows[8]["metric"], str(rows[8]["mean"])) == ("recompute", "nan")  # the bare NaN token
+    meta = shards.read_meta(path)
+    dump = a1_data / "step1" / "proc4242" / "dump.json"
+    construct = a1_data / "step1" / "proc4242" / "construct.json"
+    assert meta == {
+        "shard_format": 1,
+        "trendconv_version": "0.1.0",
+        "input_format": "dump",
+        "options": {"micro_step": True, "mapping_sha256": api.ParseOptions(mapping=((".net.", ".n."),)).mapping_sha256},
+        "step": 1,
+        "rank": 0,
+        "item": "proc4242",
+        "sources": [
+            {"path": "step1/proc4242/dump.json", "size": dump.stat().st_size, "mtime_ns": dump.stat().st_mtime_ns},
+            {
+                "path": "step1/proc4242/construct.json",
+                "size": construct.stat().st_size,
+                "mtime_ns": construct.stat().st_mtime_ns,
+            },
+        ],
+        "micro_steps": 2,
+        "rows": 13,
+        "rows_per_metric": {"backward": 3, "forward": 7, "parameters_grad": 1, "recompute": 2},
+        "skipped": {"null": 1, "unsupported dtype": 1},
+    }
+
+
+def test_shards_read_as_one_dataset_with_dictionary_strings(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    table = ds.dataset(tmp_path / "work" / "shards", format="parquet").to_table()
+    assert table.num_rows == 26
+    assert str(table.schema.field("target_name").type) == "dictionary<values=string, indices=int32, ordered=0>"
+    assert sorted(set(zip(table["step"].to_pylist(), table["rank"].to_pylist()))) == [(0, 0), (1, 0)]
+
+
+def many_file_sets(data: Path, steps: int = 3, ranks: int = 3) -> None:
+    for step in range(steps):
+        for rank in range(ranks):
+            write_file_set(data / f"step{step}" / f"rank{rank}", A1_DATA, A1_CONSTRUCT)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_shards_identical_whatever_the_worker_count(tmp_path, workers):
+    many_file_sets(tmp_path / "data")
+    api.parse(tmp_path / "data", tmp_path / "one", api.ParseOptions(), workers=1)
+    api.parse(tmp_path / "data", tmp_path / "many", api.ParseOptions(), workers=workers)
+    one = sorted(p.name for p in (tmp_path / "one" / "shards").iterdir())
+    assert one == sorted(p.name for p in (tmp_path / "many" / "shards").iterdir())
+    assert len(one) == 9
+    for name in one:
+        assert (tmp_path / "one" / "shards" / name).read_bytes() == (tmp_path / "many" / "shards" / name).read_bytes()
+
+
+def test_resume_reuses_unchanged_shards_and_reparses_changed_ones(tmp_path):
+    many_file_sets(tmp_path / "data", steps=2, ranks=2)
+    work = tmp_path / "work"
+    first = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    assert (first.parsed, first.reused) == (4, 0)
+    changed = tmp_path / "data" / "step1" / "rank0" / "dump.json"
+    changed.write_text(changed.read_text() + "\n")
+    (work / "shards" / "step0_rank1.parquet").write_bytes(b"PAR1 truncated")
+    second = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    assert (second.parsed, second.reused) == (2, 2)
+    third = api.parse(tmp_path / "data", work, api.ParseOptions(micro_step=False), workers=1)
+    assert (third.parsed, third.reused) == (4, 0)
+
+
+def test_orphan_shards_are_removed(tmp_path):
+    many_file_sets(tmp_path / "data", steps=1, ranks=2)
+    work = tmp_path / "work"
+    api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    for path in (tmp_path / "data" / "step0" / "rank1").iterdir():
+        path.unlink()
+    summary = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    assert summary.removed_orphans == 1
+    assert [p.name for p in (work / "shards").iterdir()] == ["step0_rank0.parquet"]
+    assert json.loads((work / "manifest.json").read_text())["shards"] == ["step0_rank0.parquet"]
+
+
+def test_parse_cli_summary(a1_data, tmp_path):
+    result = invoke("parse", a1_data, "--work", tmp_path / "work")
+    assert result.exit_code == 0
+    assert result.stdout == (
+        f"parsed 2 file sets into {tmp_path / 'work'}/shards: 2 parsed, 0 reused\n"
+        "  rows 26\n  skipped 2 × null\n  skipped 2 × unsupported dtype\n"
+    )
+
+
+def test_missing_dump_json_is_warned_and_skipped(a1_data, tmp_path):
+    (a1_data / "step1" / "rank7").mkdir()
+    result = invoke("parse", a1_data, "--work", tmp_path / "work", "--quiet")
+    assert result.exit_code == 0
+    assert result.stderr == f"warning: No 'dump.json' file found in: {a1_data / 'step1' / 'rank7'}\n"
+
+
+def test_a_failed_worker_names_the_file_and_keeps_finished_shards(tmp_path):
+    many_file_sets(tmp_path / "data", steps=2, ranks=2)
+    bad = tmp_path / "data" / "step1" / "rank1" / "dump.json"
+    bad.write_text('{"data": {"Module.net.Net.forward.0": {"input_args": null}}}')
+    result = invoke("parse", tmp_path / "data", "--work", tmp_path / "work", "--workers", "2")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {bad}, step 1, rank 1, key 'Module.net.Net.forward.0': 'input_args' is null, expected a list\n"
+    )
+    assert not (tmp_path / "work" / "manifest.json").exists()
+    finished = sorted(p.name for p in (tmp_path / "work" / "shards").iterdir())
+    assert finished == ["step0_rank0.parquet", "step0_rank1.parquet", "step1_rank0.parquet"]
+
+
+def bad_input_cases(root: Path) -> list[tuple[list, str]]:
+    """(arguments, exact stderr) for each kind of bad input of issue 2."""
+    data = root / "data"
+    item = data / "step0" / "rank0"
+    dump, construct = item / "dump.json", item / "construct.json"
+    return [
+        (
+            "truncated dump",
+            '{"data": {"a": ',
+            None,
+            f"error: {dump}: invalid JSON: Expecting value at line 1 column 16\n",
+        ),
+        ("top not object", "[1, 2]", None, f"error: {dump}, step 0, rank 0: top level is a list, expected an object\n"),
+        (
+            "no data",
+            '{"task": "statistics"}',
+            None,
+            f"error: {dump}, step 0, rank 0: no 'data' object at the top level\n",
+        ),
+        (
+            "data not object",
+            '{"data": [1]}',
+            None,
+            f"error: {dump}, step 0, rank 0: 'data' is a list, expected an object\n",
+        ),
+        (
+            "output not list",
+            '{"data": {"Module.a.A.forward.0": {"output": {"x": 1}}}}',
+            None,
+            f"error: {dump}, step 0, rank 0, key 'Module.a.A.forward.0': 'output' is an object, expected a list\n",
+        ),
+        (
+            "backward input null",
+            '{"data": {"Module.a.A.backward.0": {"input": null}}}',
+            None,
+            f"error: {dump}, step 0, rank 0, key 'Module.a.A.backward.0': 'input' is null, expected a list\n",
+        ),
+        (
+            "truncated construct",
+            '{"data": {}}',
+            '{"Module.a.A.forward.0": nul',
+            f"error: {construct}: invalid JSON: Expecting value at line 1 column 26\n",
+        ),
+        (
+            "construct cycle",
+            '{"data": {}}',
+            '{"Module.a.forward.0": "Module.b.forward.0", "Module.b.forward.0": "Module.a.forward.0"}',
+            f"error: {construct}: cycle in the parent chain at key 'Module.a.forward.0'\n",
+        ),
+        (
+            "missing construct",
+            '{"data": {}}',
+            "",
+            f"error: {construct}: construct.json not found (step 0, rank 0); micro-step mode needs it, "
+            "use --no-micro-step to convert without it\n",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_bad_input_gives_one_line_error_and_exit_1(tmp_path, case):
+    name, dump_text, construct_text, expected = bad_input_cases(tmp_path)[case]
+    item = tmp_path / "data" / "step0" / "rank0"
+    item.mkdir(parents=True)
+    (item / "dump.json").write_text(dump_text)
+    if construct_text is None:
+        write_json(item / "construct.json", {})
+    elif construct_text:
+        (item / "construct.json").write_text(construct_text)
+    result = invoke("parse", tmp_path / "data", "--work", tmp_path / "work")
+    assert (name, result.exit_code, result.stderr) == (name, 1, expected)
+    assert not (tmp_path / "work" / "manifest.json").exists()
+
+
+def test_unreadable_dump_json(tmp_path):
+    item = tmp_path / "data" / "step0" / "rank0"
+    (item / "dump.json").mkdir(parents=True)  # a directory is not a regular file: warned, skipped
+    result = invoke("parse", tmp_path / "data", "--work", tmp_path / "work")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"warning: No 'dump.json' file found in: {item}\n"
+        f"error: {tmp_path / 'data'}: no dump data: no step directory holds a rank*/proc* directory with a dump.json\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mapping_text", "message"),
+    [
+        ('["a", "b"]', 'a mapping must be a JSON object of strings, like {".TE": "."}'),
+        ('{"a": 1}', 'a mapping must be a JSON object of strings, like {".TE": "."}'),
+        ('{"a": ', "invalid JSON: Expecting value at line 1 column 7"),
+        ('{"": "x"}', "a mapping key must not be empty"),
+    ],
+)
+def test_bad_mapping_is_a_usage_error(a1_data, tmp_path, mapping_text, message):
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text(mapping_text)
+    result = invoke("parse", a1_data, "--work", tmp_path / "work", "--mapping", mapping)
+    assert (result.exit_code, result.stderr) == (2, f"error: {mapping}: {message}\n")
+
+
+def test_empty_and_missing_data(tmp_path):
+    (tmp_path / "empty").mkdir()
+    empty = invoke("parse", tmp_path / "empty", "--work", tmp_path / "work")
+    assert (empty.exit_code, empty.stderr) == (
+        1,
+        f"error: {tmp_path / 'empty'}: no dump data: no 'step*' directories (expected names like 'step0')\n",
+    )
+    missing = invoke("parse", tmp_path / "nope", "--work", tmp_path / "work")
+    assert (missing.exit_code, missing.stderr) == (2, f"error: {tmp_path / 'nope'}: DATA does not exist\n")
+
+
+def test_statistics_of_every_json_kind(tmp_path):
+    stats = {"Norm": "  2.5 ", "Max": True, "Min": [1, 2], "type": "torch.Tensor", "dtype": "torch.bfloat16"}
+    data = {"Functional.f.0.forward": {"input_args": [stats, {"type": "torch.Tensor", "dtype": "torch.float16"}]}}
+    write_file_set(tmp_path / "data" / "step0" / "rank0", data)
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
+    rows = shard_rows(tmp_path / "work" / "shards" / "step0_rank0.parquet")
+    assert [(r["norm"], r["max"], r["min"], r["mean"]) for r in rows] == [(2.5, 1.0, None, None), (None,) * 4]
+
+
+def test_parse_cli_rejects_worker_counts_out_of_range(a1_data, tmp_path):
+    for count in ("0", "129"):
+        result = invoke("parse", a1_data, "--work", tmp_path / "work", "--workers", count)
+        assert result.exit_code == 2
+        assert "Invalid value for '--workers' / '-j'" in result.stderr
+
+
+def test_t_helper_matches_spec_shape():
+    assert T(1, 2, 3, 4) == {
+        "type": "torch.Tensor",
+        "dtype": "torch.float32",
+        "shape": [2],
+        "Max": 2,
+        "Min": 3,
+        "Mean": 4,
+        "Norm": 1,
+    }
