@@ -1,20 +1,32 @@
-"""The Python API behind the CLI: parse, load and (later) run, as plain functions tests can call."""
+"""The Python API behind the CLI: parse, load, run and inspect, as plain functions tests can call."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
-from trendconv import shards
+from trendconv import shards, workdir
 from trendconv.dump.parse import ParseOptions
 from trendconv.errors import DataError, UsageError
+from trendconv.faults import fault_point
 from trendconv.jsonfile import read_json
-from trendconv.load import LoadSummary, load_shards
-from trendconv.parse import ParseSummary, manifest_path, run_parse
+from trendconv.load import LoadSummary, TrendDbBuilder, load_shards
+from trendconv.parse import ParseSummary, ParseTask, run_parse
 
-__all__ = ["ParseOptions", "load", "load_mapping", "parse", "read_manifest_shards"]
+__all__ = [
+    "ParseOptions",
+    "RunSummary",
+    "default_work",
+    "load",
+    "load_mapping",
+    "parse",
+    "read_manifest_shards",
+    "run",
+]
+
+DEFAULT_WORK = ".trendconv"
 
 
 def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
@@ -35,20 +47,21 @@ def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
 
 
 def parse(data: Path, work: Path, options: ParseOptions, *, workers: int | None = None, **kwargs) -> ParseSummary:
-    return run_parse(data, work, options, workers=workers, **kwargs)
+    """Parse DATA into shards under WORK (see trendconv.parse.run_parse for the callbacks)."""
+    with workdir.locked(work):
+        return run_parse(data, work, options, workers=workers, **kwargs)
 
 
 def read_manifest_shards(work: Path) -> list[shards.Shard]:
     """The complete shard set of WORK, in (step, rank) order, as the last finished parse left it."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    path = manifest_path(work)
+    path = workdir.manifest_path(work)
     if not path.is_file():
         raise DataError(f"{path}: not found: the parse of this WORK did not finish; run `trendconv parse` again")
-    try:
-        names = orjson.loads(path.read_bytes())["shards"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        raise DataError(f"{path}: unreadable manifest; run `trendconv parse` again") from None
+    names = workdir.read_json_document(path, "manifest").get("shards")
+    if not isinstance(names, list):
+        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
     found = []
     for name in names:
         shard_file = shards.shard_dir(work) / name
@@ -67,7 +80,102 @@ def load(
     on_shard: Callable[[shards.Shard], None] | None = None,
 ) -> LoadSummary:
     """Build OUT_DIR/dump_data.trend.db from the shards of WORK alone."""
-    shard_list = read_manifest_shards(work)
-    if on_plan:
-        on_plan(shard_list)
-    return load_shards(shard_list, out_dir, index=index, on_shard=on_shard)
+    with workdir.locked(work):
+        shard_list = read_manifest_shards(work)
+        if on_plan:
+            on_plan(shard_list)
+        return load_shards(shard_list, out_dir, index=index, on_shard=on_shard)
+
+
+@dataclass
+class RunSummary:
+    parse: ParseSummary
+    load: LoadSummary
+    work: Path
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def default_work(out_dir: Path) -> Path:
+    return out_dir / DEFAULT_WORK
+
+
+class _InOrderLoader:
+    """Feeds shards to the builder in plan order as soon as each one and all before it are ready."""
+
+    def __init__(self, builder: TrendDbBuilder, on_loaded: Callable[[shards.Shard], None] | None):
+        self.builder = builder
+        self.on_loaded = on_loaded
+        self.order: list[Path] = []
+        self.ready: dict[Path, dict] = {}
+        self.next = 0
+        self.seconds = 0.0
+
+    def plan(self, tasks: list[ParseTask]) -> None:
+        by_position = sorted(tasks, key=lambda task: (task.file_set.step, task.file_set.rank))
+        self.order = [task.shard_path for task in by_position]
+
+    def shard_ready(self, task: ParseTask, meta: dict) -> None:
+        self.ready[task.shard_path] = meta
+        started = time.perf_counter()
+        while self.next < len(self.order) and self.order[self.next] in self.ready:
+            path = self.order[self.next]
+            shard = shards.Shard(path, self.ready.pop(path))
+            self.builder.add(shard)
+            self.next += 1
+            if self.on_loaded:
+                self.on_loaded(shard)
+        self.seconds += time.perf_counter() - started
+
+
+def run(
+    data: Path,
+    out_dir: Path,
+    options: ParseOptions,
+    *,
+    work: Path | None = None,
+    workers: int | None = None,
+    index: bool = True,
+    on_plan: Callable[[list[ParseTask]], None] | None = None,
+    on_parsed: Callable[[ParseTask, dict, bool], None] | None = None,
+    on_loaded: Callable[[shards.Shard], None] | None = None,
+) -> RunSummary:
+    """Parse and load at once: the loader takes each shard, in order, as soon as it is ready."""
+    work = work or default_work(out_dir)
+    started = time.perf_counter()
+    with workdir.locked(work):
+        builder = TrendDbBuilder(out_dir, index=index)
+        loader = _InOrderLoader(builder, on_loaded)
+        try:
+            parsed = run_parse(
+                data,
+                work,
+                options,
+                workers=workers,
+                on_plan=_both(loader.plan, on_plan),
+                on_shard=_both(lambda task, meta, reused: loader.shard_ready(task, meta), on_parsed),
+            )
+            parse_done = time.perf_counter()
+            fault_point("run-between-stages")
+            loaded = builder.finish()
+        except BaseException:
+            builder.abort()
+            raise
+    finished = time.perf_counter()
+    seconds = {
+        "parse": parse_done - started,
+        "load": loader.seconds + builder.seconds["finish"],
+        "index": builder.seconds["index"],
+        "total": finished - started,
+    }
+    return RunSummary(parsed, loaded, work, seconds)
+
+
+def _both(first: Callable, second: Callable | None) -> Callable:
+    if second is None:
+        return first
+
+    def call(*args):
+        first(*args)
+        second(*args)
+
+    return call

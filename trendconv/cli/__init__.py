@@ -6,11 +6,12 @@ import functools
 from pathlib import Path
 from typing import Annotated
 
+import orjson
 import typer
 
-from trendconv import __version__, api
+from trendconv import __version__, api, inspection
 from trendconv.cli import report
-from trendconv.errors import ExitStatus, TrendconvError
+from trendconv.errors import ExitStatus, TrendconvError, UsageError
 from trendconv.executors import MAX_WORKERS
 
 app = typer.Typer(
@@ -129,6 +130,98 @@ def load(
     report.print_warnings(summary.warnings)
     if not quiet:
         report.print_load_summary(summary)
+
+
+@app.command()
+@_handles_errors
+def run(
+    data: Annotated[Path, typer.Argument(metavar="DATA", help="The msprobe dump directory (parent of step*).")],
+    db: Annotated[Path, typer.Option("--db", help="Output directory; the database is DB/dump_data.trend.db.")],
+    work: Annotated[
+        Path | None, typer.Option("--work", help="Where shards go. Default: DB/.trendconv (kept, for re-loads).")
+    ] = None,
+    workers: Workers = None,
+    micro_step: MicroStep = True,
+    mapping: Mapping = None,
+    no_index: NoIndex = False,
+    quiet: Quiet = False,
+) -> None:
+    """Parse and load in one go; loading overlaps parsing. Re-running resumes after a crash or Ctrl-C.
+
+    Example: trendconv run ./dump --db ./out --workers 4
+    """
+    options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
+    _run(data, db, options, work=work, workers=workers, index=not no_index, quiet=quiet)
+
+
+def _run(data, db, options, *, work, workers, index, quiet) -> None:
+    with report.RunProgress(enabled=not quiet) as progress:
+        summary = api.run(
+            data,
+            db,
+            options,
+            work=work,
+            workers=workers,
+            index=index,
+            on_plan=progress.plan,
+            on_parsed=progress.parsed,
+            on_loaded=progress.loaded,
+        )
+    report.print_warnings(summary.parse.warnings + summary.load.warnings)
+    if not quiet:
+        report.print_run_summary(summary)
+
+
+@app.command()
+@_handles_errors
+def inspect(
+    work: Annotated[Path, typer.Argument(metavar="WORK", help="A WORK directory written by parse or run.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")] = False,
+) -> None:
+    """Show each shard of WORK: step, rank, status (ok/stale/corrupt/missing), rows per metric, skips.
+
+    Example: trendconv inspect ./out/.trendconv --json
+    """
+    document = inspection.inspect_work(work)
+    if as_json:
+        typer.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+    else:
+        typer.echo(inspection.format_inspection(document))
+
+
+def _msprobe_bool(value: str) -> bool:
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise typer.BadParameter(f"{value!r} is not one of 'true', 'false'", param_hint="'--micro_step'")
+    return lowered == "true"
+
+
+@app.command()
+@_handles_errors
+def data2db(
+    data: Annotated[Path, typer.Option("--data", help="Input data directory (parent of step*).")],
+    db: Annotated[Path, typer.Option("--db", help="Output directory for dump_data.trend.db.")],
+    input_format: Annotated[
+        str, typer.Option("--format", help="auto, dump or monitor. trendconv converts dump data.")
+    ] = "auto",
+    mapping: Mapping = None,
+    micro_step: Annotated[
+        str, typer.Option("--micro_step", help="true or false, any letter case (msprobe's spelling).")
+    ] = "true",
+    process_num: Annotated[
+        int, typer.Option("--process_num", min=1, max=MAX_WORKERS, help="Parallel workers, 1..128.")
+    ] = 1,
+) -> None:
+    """msprobe data2db's flags and spelling, so existing scripts switch by changing one word.
+
+    Example: trendconv data2db --data ./dump --db ./out --micro_step true --process_num 4
+    """
+    if input_format not in ("auto", "dump", "monitor"):
+        raise typer.BadParameter(f"{input_format!r} is not one of 'auto', 'dump', 'monitor'", param_hint="'--format'")
+    if input_format == "monitor":
+        raise UsageError("--format monitor: monitor CSV data is not supported by this trendconv version yet")
+    options = api.ParseOptions(micro_step=_msprobe_bool(micro_step), mapping=api.load_mapping(mapping))
+    _run(data, db, options, work=None, workers=process_num, index=True, quiet=False)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,22 +21,24 @@ def print_warnings(warnings: list[str]) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
+def _new_progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_stderr,
+        transient=True,
+    )
+
+
 class _Bar:
     """One rich progress bar, shown only when stderr is a terminal and the user did not ask for quiet."""
 
     label = ""
 
     def __init__(self, *, enabled: bool):
-        self._progress = None
-        if enabled and sys.stderr.isatty():
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=_stderr,
-                transient=True,
-            )
+        self._progress = _new_progress() if enabled and sys.stderr.isatty() else None
         self._task = None
 
     def __enter__(self):
@@ -71,6 +73,35 @@ class LoadProgress(_Bar):
         self._advance()
 
 
+class RunProgress:
+    """Two bars, parse and load, advancing as shards are parsed and as the loader takes them."""
+
+    def __init__(self, *, enabled: bool):
+        self._progress = _new_progress() if enabled and sys.stderr.isatty() else None
+        self._tasks: dict[str, object] = {}
+
+    def __enter__(self):
+        if self._progress:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress:
+            self._progress.stop()
+
+    def plan(self, tasks: list) -> None:
+        if self._progress:
+            self._tasks = {name: self._progress.add_task(name, total=len(tasks)) for name in ("parse", "load ")}
+
+    def parsed(self, task, meta, reused) -> None:
+        if self._tasks:
+            self._progress.advance(self._tasks["parse"])
+
+    def loaded(self, shard) -> None:
+        if self._tasks:
+            self._progress.advance(self._tasks["load "])
+
+
 def _skipped_lines(skipped: Counter | dict) -> list[str]:
     return [f"  skipped {count} × {reason}" for reason, count in sorted(skipped.items())]
 
@@ -93,4 +124,21 @@ def print_load_summary(summary) -> None:
     ]
     if summary.duplicates:
         lines.append(f"  dropped {summary.duplicates} duplicate rows (same rank, step, target, metric; first kept)")
+    typer.echo("\n".join(lines))
+
+
+def print_run_summary(summary) -> None:
+    parsed, loaded, seconds = summary.parse, summary.load, summary.seconds
+    lines = [
+        f"wrote {loaded.db} ({loaded.size} bytes)",
+        f"  files {parsed.files}: {parsed.parsed} parsed, {parsed.reused} reused (shards in {summary.work})",
+        f"  rows {loaded.rows}, targets {loaded.targets}, tags {loaded.tags}, tag links {loaded.tag_links}",
+    ]
+    if loaded.duplicates:
+        lines.append(f"  dropped {loaded.duplicates} duplicate rows (same rank, step, target, metric; first kept)")
+    lines += _skipped_lines(parsed.skipped)
+    lines.append(
+        f"  time: parse {seconds['parse']:.2f}s, load {seconds['load']:.2f}s (overlapping parse), "
+        f"index {seconds['index']:.2f}s, total {seconds['total']:.2f}s"
+    )
     typer.echo("\n".join(lines))

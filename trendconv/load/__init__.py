@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,7 @@ class TrendDbBuilder:
         self._offset, self._step_micro_steps = 0, 0
         self._steps: list[int] = []
         self._max_rank = 0
+        self.seconds = {"finish": 0.0, "index": 0.0}
         out_dir.mkdir(parents=True, exist_ok=True)
         _remove_dead_temporaries(out_dir)
         self.tmp = out_dir / f".{schema.DB_NAME}.{os.getpid()}.tmp"
@@ -151,20 +153,29 @@ class TrendDbBuilder:
         """Write targets, global_stats and tags, build indexes, then move the file into place."""
         if self._first is None:
             raise DataError("no shards to load")
+        started = time.perf_counter()
         self._offset += self._step_micro_steps
         self._write_targets()
         self._conn.execute(schema.CREATE_GLOBAL_STATS)
         self._conn.execute(schema.INSERT_GLOBAL_STATS, self._global_stats())
         self._write_tags()
-        if self.index:
-            for statement in schema.CREATE_INDEXES:
-                self._conn.execute(statement)
-            self._conn.commit()
-            self._conn.execute("ANALYZE")
         self._conn.commit()
+        indexed = time.perf_counter()
+        if self.index:
+            self._build_indexes()
         self._conn.close()
         fault_point("load-before-rename")
-        return self._publish()
+        summary = self._publish()
+        self.seconds["index"] = time.perf_counter() - indexed
+        self.seconds["finish"] = indexed - started
+        return summary
+
+    def _build_indexes(self) -> None:
+        for statement in schema.CREATE_INDEXES:
+            self._conn.execute(statement)
+        self._conn.commit()
+        self._conn.execute("ANALYZE")
+        self._conn.commit()
 
     def _write_targets(self) -> None:
         targets = ((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())

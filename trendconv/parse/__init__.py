@@ -6,21 +6,17 @@ it stopped. A manifest written last (`WORK/manifest.json`) says the set of shard
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
-from trendconv import __version__, shards
+from trendconv import __version__, shards, workdir
 from trendconv.dump.parse import ParseOptions, Rows, parse_file_set
 from trendconv.errors import DataError, TrendconvError, where
 from trendconv.executors import Executor, default_workers, local_executor
+from trendconv.faults import fault_point
 from trendconv.scan import FileSet, ScanResult, scan
-
-MANIFEST = "manifest.json"
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 
@@ -47,16 +43,16 @@ class ParseSummary:
     removed_orphans: int = 0
 
 
-def source_files(file_set: FileSet, options: ParseOptions) -> list[tuple[str, Path]]:
+def source_files(file_set: FileSet, micro_step: bool) -> list[tuple[str, Path]]:
     files = [(file_set.relative("dump.json"), file_set.dump_json)]
-    if options.micro_step:
+    if micro_step:
         files.append((file_set.relative("construct.json"), file_set.construct_json))
     return files
 
 
-def describe_sources(file_set: FileSet, options: ParseOptions) -> list[dict]:
+def describe_sources(file_set: FileSet, micro_step: bool) -> list[dict]:
     described = []
-    for relative, path in source_files(file_set, options):
+    for relative, path in source_files(file_set, micro_step):
         try:
             stat = path.stat()
         except OSError:
@@ -85,10 +81,11 @@ def shard_meta(task: ParseTask, sources: list[dict], rows: Rows) -> dict:
 
 def parse_task(task: ParseTask) -> dict:
     """Worker entry point: parse one file set, write its shard, return its (small) metadata."""
-    sources = describe_sources(task.file_set, task.options)
+    sources = describe_sources(task.file_set, task.options.micro_step)
     rows = parse_file_set(task.file_set, task.options)
     meta = shard_meta(task, sources, rows)
     shards.write_shard(task.shard_path, _table_of(task.file_set, rows), meta)
+    fault_point("parse-shard")
     return meta
 
 
@@ -100,17 +97,21 @@ def _table_of(file_set: FileSet, rows: Rows):
 
 
 def shard_status(task: ParseTask) -> tuple[str, dict | None]:
+    return status_of(task.shard_path, task.file_set, task.options.describe())
+
+
+def status_of(path: Path, file_set: FileSet, options: dict) -> tuple[str, dict | None]:
     """ok (reusable), stale (sources or options changed), corrupt (unreadable) or missing."""
-    if not task.shard_path.is_file():
+    if not path.is_file():
         return MISSING, None
     try:
-        meta = shards.read_meta(task.shard_path)
+        meta = shards.read_meta(path)
     except DataError:
         return CORRUPT, None
     fresh = (
         meta.get("shard_format") == shards.SHARD_FORMAT
-        and meta.get("options") == task.options.describe()
-        and meta.get("sources") == describe_sources(task.file_set, task.options)
+        and meta.get("options") == options
+        and meta.get("sources") == describe_sources(file_set, options["micro_step"])
     )
     return (OK if fresh else STALE), meta
 
@@ -139,7 +140,7 @@ def run_parse(
     summary = ParseSummary(files=len(tasks), warnings=list(scanned.warnings))
     if on_plan:
         on_plan(tasks)
-    _remove_manifest(work)
+    _start_work(data, work, options)
     summary.removed_orphans = _remove_orphans(work, tasks)
     todo = []
     for task in tasks:
@@ -200,10 +201,6 @@ def _remove_orphans(work: Path, tasks: list[ParseTask]) -> int:
     return len(orphans)
 
 
-def manifest_path(work: Path) -> Path:
-    return work / MANIFEST
-
-
 def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask]) -> None:
     document = {
         "shard_format": shards.SHARD_FORMAT,
@@ -211,11 +208,12 @@ def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask]) ->
         "options": options.describe(),
         "shards": [task.shard_path.name for task in tasks],
     }
-    path = manifest_path(work)
-    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
-    tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    os.replace(tmp, path)
+    workdir.write_json_atomic(workdir.manifest_path(work), document)
 
 
-def _remove_manifest(work: Path) -> None:
-    manifest_path(work).unlink(missing_ok=True)
+def _start_work(data: Path, work: Path, options: ParseOptions) -> None:
+    """Forget the old manifest (the shard set is about to change) and say what this parse does."""
+    work.mkdir(parents=True, exist_ok=True)
+    workdir.manifest_path(work).unlink(missing_ok=True)
+    document = {"data": str(data.resolve()), "input_format": "dump", "options": options.describe()}
+    workdir.write_json_atomic(workdir.work_json_path(work), document)
