@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import orjson
+import pyarrow as pa
 
 from trendconv.dump import construct as ct
 from trendconv.dump import rules
@@ -30,22 +31,46 @@ class ParseOptions:
 
 @dataclass
 class Rows:
-    """Column lists of the rows of one file set, in processing order."""
+    """The rows of one file set, in processing order, kept per key where they share a value.
 
-    local_micro_step: list[int] = field(default_factory=list)
-    metric: list[str] = field(default_factory=list)
-    target_name: list[str] = field(default_factory=list)
-    micro_step: list[int] = field(default_factory=list)
-    norm: list = field(default_factory=list)
-    max: list = field(default_factory=list)
-    min: list = field(default_factory=list)
-    mean: list = field(default_factory=list)
+    Per row only the target name and the tensor dict are kept; the key-level columns are expanded
+    with Arrow `take`, and the statistics are read in one pass per column at the end.
+    """
+
     key: list[str] = field(default_factory=list)
+    key_metric: list[str] = field(default_factory=list)
+    key_index: list[int] = field(default_factory=list)
+    key_local: list[int] = field(default_factory=list)
+    row_key: list[int] = field(default_factory=list)
+    target_name: list[str] = field(default_factory=list)
+    tensors: list[dict] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
     micro_steps: int = 1
 
     def __len__(self) -> int:
-        return len(self.metric)
+        return len(self.row_key)
+
+    def metric_counts(self) -> Counter:
+        per_key = Counter(self.row_key)
+        counts = Counter()
+        for position, metric in enumerate(self.key_metric):
+            counts[metric] += per_key[position]
+        return counts
+
+    def columns(self) -> dict[str, pa.Array]:
+        take = pa.array(self.row_key, pa.int32())
+        columns = {
+            "local_micro_step": pa.array(self.key_local, pa.int32()).take(take),
+            "metric": pa.array(self.key_metric, pa.string()).dictionary_encode().take(take),
+            "target_name": pa.array(self.target_name, pa.string()).dictionary_encode(),
+            "micro_step": pa.array(self.key_index, pa.int64()).take(take),
+            "key": pa.array(self.key, pa.string()).dictionary_encode().take(take),
+        }
+        for column, stat in zip(("norm", "max", "min", "mean"), rules.STAT_KEYS):
+            values = [tensor.get(stat) for tensor in self.tensors]
+            floats = [value if type(value) is float else rules.raw_stat(value) for value in values]
+            columns[column] = pa.array(floats, pa.float64())
+        return columns
 
 
 @dataclass(frozen=True)
@@ -112,11 +137,17 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
     prefix, index = rules.split_index(stripped)
     if index > INT64_MAX:
         raise rules.EntryError(f"target index {index} does not fit a 64-bit integer")
-    local = naming.steps.get(lookup, 0)
+    rows.key.append(key)
+    rows.key_metric.append(metric)
+    rows.key_index.append(index)
+    rows.key_local.append(naming.steps.get(lookup, 0))
+    position = len(rows.key) - 1
     for suffix, value in rules.tensor_slots(metric, entry):
         reason = rules.skip_reason(value)
         if reason is None:
-            _append_row(rows, key, metric, prefix + suffix, index, local, value)
+            rows.row_key.append(position)
+            rows.target_name.append(prefix + suffix)
+            rows.tensors.append(value)
         else:
             rows.skipped[reason] += 1
 
@@ -127,15 +158,3 @@ def _name_and_lookup(key: str, naming: _Naming) -> tuple[str | None, str]:
     if not name and "parameters_grad" in key:
         return key, key.replace(".parameters_grad", ".forward")
     return name, key
-
-
-def _append_row(rows: Rows, key: str, metric: str, target: str, index: int, local: int, tensor: dict) -> None:
-    rows.local_micro_step.append(local)
-    rows.metric.append(metric)
-    rows.target_name.append(target)
-    rows.micro_step.append(index)
-    rows.norm.append(rules.raw_stat(tensor.get("Norm")))
-    rows.max.append(rules.raw_stat(tensor.get("Max")))
-    rows.min.append(rules.raw_stat(tensor.get("Min")))
-    rows.mean.append(rules.raw_stat(tensor.get("Mean")))
-    rows.key.append(key)

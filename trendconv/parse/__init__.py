@@ -74,7 +74,7 @@ def shard_meta(task: ParseTask, sources: list[dict], rows: Rows) -> dict:
         "sources": sources,
         "micro_steps": rows.micro_steps,
         "rows": len(rows),
-        "rows_per_metric": dict(sorted(Counter(rows.metric).items())),
+        "rows_per_metric": dict(sorted(rows.metric_counts().items())),
         "skipped": dict(sorted(rows.skipped.items())),
     }
 
@@ -90,10 +90,8 @@ def parse_task(task: ParseTask) -> dict:
 
 
 def _table_of(file_set: FileSet, rows: Rows):
-    columns = {name: getattr(rows, name) for name in ("local_micro_step", "metric", "target_name", "micro_step")}
-    columns.update({name: getattr(rows, name) for name in shards.STAT_COLUMNS})
-    columns.update(step=file_set.step, rank=file_set.rank, vpp_stage=0, key=rows.key)
-    return shards.build_table(columns, len(rows))
+    constants = {"step": file_set.step, "rank": file_set.rank, "vpp_stage": 0}
+    return shards.build_table(rows.columns(), constants, len(rows))
 
 
 def shard_status(task: ParseTask) -> tuple[str, dict | None]:

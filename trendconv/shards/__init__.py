@@ -59,16 +59,14 @@ def shard_path(work: Path, step: int, rank: int) -> Path:
     return shard_dir(work) / f"step{step}_rank{rank}.parquet"
 
 
-def build_table(columns: dict[str, list], rows: int) -> pa.Table:
+def build_table(columns: dict[str, pa.Array], constants: dict[str, int], rows: int) -> pa.Table:
+    """The shard table from per-row Arrow columns and the values shared by the whole shard."""
     arrays = []
     for field in SCHEMA:
-        values = columns[field.name]
-        if pa.types.is_dictionary(field.type):
-            arrays.append(pa.array(values, pa.string()).dictionary_encode())
-        elif isinstance(values, list):
-            arrays.append(pa.array(values, field.type))
-        else:  # a constant for the whole shard
-            arrays.append(pa.array([values] * rows, field.type) if rows else pa.array([], field.type))
+        if field.name in constants:
+            arrays.append(pa.repeat(pa.scalar(constants[field.name], field.type), rows))
+        else:
+            arrays.append(columns[field.name].cast(field.type))
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
@@ -78,7 +76,7 @@ def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
     table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        pq.write_table(table, tmp, compression="zstd", row_group_size=max(table.num_rows, 1))
+        pq.write_table(table, tmp, compression="snappy", row_group_size=max(table.num_rows, 1))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
