@@ -93,7 +93,7 @@ def _items_of(step_path: Path) -> tuple[list[tuple[int, str]], list[str]]:
     for name in sorted(os.listdir(step_path)):
         if not name.startswith(("rank", "proc")):
             continue
-        number = _parse_int(name[4:])
+        number = _parse_int(name[4:], step_path / name)
         if number is None or not (step_path / name).is_dir():
             skipped.append(name)
         else:
@@ -113,7 +113,7 @@ def _map_procs(items: list[tuple[int, str]]) -> list[tuple[int, str]]:
 def _step_dirs(parent: Path) -> list[tuple[int, str]]:
     children = []
     for name in sorted(os.listdir(parent)):
-        if name.startswith("step") and (number := _parse_int(name[4:])) is not None:
+        if name.startswith("step") and (number := _parse_int(name[4:], parent / name)) is not None:
             if (parent / name).is_dir():
                 children.append((number, name))
     _refuse_duplicates(parent, children)
@@ -128,10 +128,12 @@ def _refuse_duplicates(parent: Path, numbered: list[tuple[int, str]]) -> None:
             raise DataError(f"{parent}: '{twin}' and '{name}' both mean {name[:4]} {number}; rename one of them")
 
 
-def _parse_int(text: str) -> int | None:
+def _parse_int(text: str, path: Path) -> int | None:
     """Python int() acceptance, as the reference parses directory numbers (`step01`, `rank-1`)."""
     try:
         number = int(text)
     except ValueError:
         return None
-    return number if -INT64_MAX <= number <= INT64_MAX else None
+    if not -INT64_MAX <= number <= INT64_MAX:
+        raise DataError(f"{path}: the number {number} does not fit a 64-bit integer")
+    return number

@@ -1,0 +1,271 @@
+"""Compare two trend databases logically: the same rows by names, whatever their surrogate ids.
+
+Ignored: the values of `target_id`, `metric_id` and `tag_id` (each id is replaced by the names it stands for),
+`sqlite_sequence`, indexes and `sqlite_stat*`. Both files are opened read-only, so a diff never changes them.
+Rows are streamed in SQL order and merge-compared, so memory does not grow with the number of trend rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from itertools import zip_longest
+from pathlib import Path
+
+__all__ = ["DiffError", "DiffReport", "TableDiff", "diff_databases"]
+
+# id column -> (the table it identifies rows of, the columns that name such a row)
+IDENTITIES = {
+    "target_id": ("monitoring_targets", ("target_name", "vpp_stage", "micro_step")),
+    "metric_id": ("monitoring_metrics", ("metric_name",)),
+    "tag_id": ("monitoring_tags", ("tag_name", "category", "metric_id")),
+}
+OWN_ID = {owner: column for column, (owner, _) in IDENTITIES.items()}
+BY_NAMES = {*OWN_ID, "tag_target_mapping", "trend_data"}  # the tables whose ids are replaced by names
+ORDERED = "global_stats"  # compared as a list in rowid order; every other table as a multiset
+
+Schema = dict[str, tuple[tuple[str, str], ...]]  # table -> ((column, declared type), ...)
+
+
+class DiffError(Exception):
+    """A database cannot be opened or read."""
+
+
+@dataclass(frozen=True)
+class TableDiff:
+    table: str
+    only_in_a: int = 0
+    only_in_b: int = 0
+    examples_a: tuple[str, ...] = ()
+    examples_b: tuple[str, ...] = ()
+    note: str | None = None  # a schema difference; the rows were not compared
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    tables: tuple[TableDiff, ...]  # only the tables that differ, by name
+
+    @property
+    def equal(self) -> bool:
+        return not self.tables
+
+    def format(self) -> str:
+        if self.equal:
+            return "logically identical"
+        count = len(self.tables)
+        lines = [f"{count} table differs" if count == 1 else f"{count} tables differ"]
+        for diff in self.tables:
+            counts = f"{_rows(diff.only_in_a)} only in a, {_rows(diff.only_in_b)} only in b"
+            lines.append(f"{diff.table}: {diff.note or counts}")
+            lines += [f"  a: {example}" for example in diff.examples_a]
+            lines += [f"  b: {example}" for example in diff.examples_b]
+        return "\n".join(lines)
+
+
+def diff_databases(a: Path, b: Path, *, limit: int = 5) -> DiffReport:
+    """What differs between the trend databases A and B, with at most LIMIT example rows per side and table."""
+    a, b = Path(a), Path(b)
+    with _open(a) as db_a, _open(b) as db_b:
+        schema_a, schema_b = _schema(db_a, a), _schema(db_b, b)
+        named = _named_ids(schema_a, schema_b)
+        diffs = []
+        for table in sorted(schema_a.keys() | schema_b.keys()):
+            diff = _schema_diff(table, schema_a, schema_b)
+            if diff is None:
+                diff = _rows_diff(table, [column for column, _ in schema_a[table]], named, (db_a, a), (db_b, b), limit)
+            if diff is not None:
+                diffs.append(diff)
+    return DiffReport(tuple(diffs))
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[sqlite3.Connection]:
+    if not path.is_file():
+        raise DiffError(f"cannot open {path}: {'not a file' if path.exists() else 'no such file'}")
+    try:
+        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise DiffError(f"cannot open {path}: {exc}") from exc
+    with closing(connection):
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            raise DiffError(f"cannot open {path}: {exc}") from exc
+        yield connection
+
+
+def _read(db: tuple[sqlite3.Connection, Path], sql: str) -> Iterator[tuple]:
+    connection, path = db
+    try:
+        yield from connection.execute(sql)
+    except sqlite3.Error as exc:
+        raise DiffError(f"cannot read {path}: {exc}") from exc
+
+
+def _schema(connection: sqlite3.Connection, path: Path) -> Schema:
+    tables = _read(
+        (connection, path),
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND lower(substr(name, 1, 7)) <> 'sqlite_'",
+    )
+    return {
+        name: tuple((row[1], row[2].upper()) for row in _read((connection, path), f"PRAGMA table_info({_q(name)})"))
+        for (name,) in list(tables)
+    }
+
+
+def _schema_diff(table: str, schema_a: Schema, schema_b: Schema) -> TableDiff | None:
+    if table not in schema_b:
+        return TableDiff(table, note="table only in a")
+    if table not in schema_a:
+        return TableDiff(table, note="table only in b")
+    if schema_a[table] != schema_b[table]:
+        return TableDiff(table, note=f"columns differ: a {_columns(schema_a[table])} vs b {_columns(schema_b[table])}")
+    return None
+
+
+def _columns(columns: tuple[tuple[str, str], ...]) -> str:
+    return "(" + ", ".join(f"{name} {kind}".rstrip() for name, kind in columns) + ")"
+
+
+def _named_ids(schema_a: Schema, schema_b: Schema) -> set[str]:
+    """The id columns that can be replaced by names: their table has the id and name columns in both databases."""
+    named = set()
+    for column, (owner, names) in IDENTITIES.items():
+        needed = {column, *names}
+        if all(needed <= {name for name, _ in schema.get(owner, ())} for schema in (schema_a, schema_b)):
+            named.add(column)
+    return named
+
+
+def _rows_diff(table, columns, named, db_a, db_b, limit) -> TableDiff | None:
+    if table == ORDERED:
+        sql = f"SELECT * FROM {_q(table)} ORDER BY rowid"
+        return _collect(table, _positional(_read(db_a, sql), _read(db_b, sql)), _numbered(columns), limit)
+    query = _Query(named if table in BY_NAMES else set())
+    parts = [query.column("r", column) for column in columns if column != OWN_ID.get(table)]
+    differences = _merge(_read(db_a, query.sql(table, parts)), _read(db_b, query.sql(table, parts)))
+    return _collect(table, differences, lambda row: _render(parts, row), limit)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One column of a compared row, or the group of name columns that replaces an id column."""
+
+    label: str
+    exprs: tuple[str, ...]
+    render: Callable[[tuple], str]
+
+
+class _Query:
+    """Builds the SELECT that lists a table's distinct rows by names, with their counts, in SQL order."""
+
+    def __init__(self, named: set[str]):
+        self.named = named
+        self.joins: list[str] = []
+
+    def column(self, source: str, column: str) -> _Part:
+        expr = f"{source}.{_q(column)}"
+        if column not in self.named:
+            return _Part(column, (expr,), lambda values: _show(values[0]))
+        owner, names = IDENTITIES[column]
+        alias = f"j{len(self.joins)}"
+        self.joins.append(f"LEFT JOIN {_q(owner)} AS {alias} ON {alias}.{_q(column)} = {expr}")
+        parts = [self.column(alias, name) for name in names]
+        missing = f"CASE WHEN {alias}.{_q(column)} IS NULL THEN quote({expr}) END"
+        label = column.removesuffix("_id")
+        return _Part(label, (*(e for part in parts for e in part.exprs), missing), _identity(column, parts))
+
+    def sql(self, table: str, parts: list[_Part]) -> str:
+        exprs = [expr for part in parts for expr in part.exprs]
+        keys = ", ".join(f"({expr}) COLLATE BINARY" for expr in exprs)
+        joins = "".join(f" {join}" for join in self.joins)
+        return f"SELECT {', '.join(exprs)}, count(*) FROM {_q(table)} AS r{joins} GROUP BY {keys} ORDER BY {keys}"
+
+
+def _identity(column: str, parts: list[_Part]) -> Callable[[tuple], str]:
+    def render(values: tuple) -> str:
+        if values[-1] is not None:
+            return f"<missing {column}={values[-1]}>"
+        shown = [part.render(chunk) for part, chunk in zip(parts, _split(parts, values))]
+        return shown[0] if len(shown) == 1 else f"({', '.join(shown)})"
+
+    return render
+
+
+def _split(parts: list[_Part], values: tuple) -> Iterator[tuple]:
+    start = 0
+    for part in parts:
+        yield values[start : start + len(part.exprs)]
+        start += len(part.exprs)
+
+
+def _render(parts: list[_Part], values: tuple) -> str:
+    return ", ".join(f"{part.label}={part.render(chunk)}" for part, chunk in zip(parts, _split(parts, values)))
+
+
+def _show(value) -> str:
+    return "NULL" if value is None else repr(value)
+
+
+def _merge(rows_a: Iterator[tuple], rows_b: Iterator[tuple]) -> Iterator[tuple[tuple, int]]:
+    """Merge two (values..., count) streams in SQL order: yield (values, count in a - count in b) where not 0."""
+    a, b = next(rows_a, None), next(rows_b, None)
+    while a is not None or b is not None:
+        same = a is not None and b is not None and a[:-1] == b[:-1]
+        if same:
+            if a[-1] != b[-1]:
+                yield a[:-1], a[-1] - b[-1]
+            a, b = next(rows_a, None), next(rows_b, None)
+        elif b is None or (a is not None and _order(a[:-1]) < _order(b[:-1])):
+            yield a[:-1], a[-1]
+            a = next(rows_a, None)
+        else:
+            yield b[:-1], -b[-1]
+            b = next(rows_b, None)
+
+
+def _order(values: tuple) -> tuple:
+    """A Python key in SQLite's BINARY order: NULL < numbers (compared as numbers) < text < blobs."""
+    return tuple(
+        (0, 0) if v is None else (1, v) if isinstance(v, int | float) else (2, v) if isinstance(v, str) else (3, v)
+        for v in values
+    )
+
+
+def _positional(rows_a: Iterable[tuple], rows_b: Iterable[tuple]) -> Iterator[tuple[tuple, int]]:
+    """Rows that differ position by position, as ((position, row), +1 for a / -1 for b)."""
+    for position, (row_a, row_b) in enumerate(zip_longest(rows_a, rows_b), start=1):
+        if row_a != row_b:
+            yield from (((position, row), side) for row, side in ((row_a, 1), (row_b, -1)) if row is not None)
+
+
+def _numbered(columns: list[str]) -> Callable[[tuple], str]:
+    def render(item: tuple) -> str:
+        position, row = item
+        return f"#{position} " + ", ".join(f"{column}={_show(value)}" for column, value in zip(columns, row))
+
+    return render
+
+
+def _collect(table, differences: Iterable[tuple[tuple, int]], render, limit: int) -> TableDiff | None:
+    """Count the surplus rows of each side; render the first LIMIT of each side as examples."""
+    counts = {1: 0, -1: 0}
+    examples: dict[int, list[str]] = {1: [], -1: []}
+    for row, surplus in differences:
+        side, times = (1 if surplus > 0 else -1), abs(surplus)
+        counts[side] += times
+        if len(examples[side]) < limit:
+            examples[side].append(render(row) if times == 1 else f"{render(row)} (x{times})")
+    if not counts[1] and not counts[-1]:
+        return None
+    return TableDiff(table, counts[1], counts[-1], tuple(examples[1]), tuple(examples[-1]))
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" if count == 1 else f"{count} rows"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
