@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, TAGS_BY_NAME, TREND_BY_NAME, query, write_file_set
+from conftest import A1_CONSTRUCT, A1_DATA, TAGS_BY_NAME, TREND_BY_NAME, V, query, write_file_set
 from test_parse_stage import A2_CONSTRUCT, A2_DATA, invoke
 
 from trendconv import api, shards
@@ -357,3 +357,19 @@ def test_manifest_lists_shards(a1_data, tmp_path):
     api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
     manifest = json.loads((tmp_path / "work" / "manifest.json").read_text())
     assert manifest["shards"] == ["step0_rank0.parquet", "step1_rank0.parquet"]
+
+
+def test_target_indexes_beyond_31_bits(tmp_path):
+    data = {
+        "Module.m.M.parameters_grad.99999999999": {"w": [V(1)]},
+        "Module.m.M.parameters_grad.3": {"w": [V(2)]},
+        "Module.m.M.parameters_grad.099999999999": {"w": [V(3)]},
+    }
+    write_file_set(tmp_path / "data" / "step0" / "rank0", data)
+    summary = convert(tmp_path / "data", tmp_path, micro_step=False)
+    assert query(summary.db, "SELECT * FROM monitoring_targets ORDER BY target_id") == [
+        (1, "Module.m.M.w", 0, 99999999999),
+        (2, "Module.m.M.w", 0, 3),
+    ]
+    assert (summary.rows, summary.duplicates) == (2, 1)
+    assert query(summary.db, "SELECT target_id, norm FROM trend_data ORDER BY target_id") == [(1, 1.0), (2, 2.0)]

@@ -40,7 +40,7 @@ def test_run_summary_and_default_work(tmp_path):
         "  skipped 4 × unsupported dtype",
         lines[5],
     ]
-    assert lines[5].startswith("  time: parse ") and lines[5].endswith("s") and len(lines) == 6
+    assert lines[5].startswith("  time: scan ") and lines[5].endswith("s") and len(lines) == 6
     assert sorted(p.name for p in (tmp_path / "out" / ".trendconv" / "shards").iterdir()) == [
         "step0_rank0.parquet",
         "step0_rank1.parquet",

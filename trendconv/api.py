@@ -162,7 +162,8 @@ def run(
             raise
     finished = time.perf_counter()
     seconds = {
-        "parse": parse_done - started,
+        "scan": parsed.scan_seconds,
+        "parse": parse_done - started - parsed.scan_seconds,
         "load": loader.seconds + builder.seconds["finish"],
         "index": builder.seconds["index"],
         "total": finished - started,

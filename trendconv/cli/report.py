@@ -102,6 +102,12 @@ class RunProgress:
             self._progress.advance(self._tasks["load "])
 
 
+def _duplicates_lines(loaded) -> list[str]:
+    if not loaded.duplicates:
+        return []
+    return [f"  dropped {loaded.duplicates} duplicate rows (same rank, step, target, metric; first kept)"]
+
+
 def _skipped_lines(skipped: Counter | dict) -> list[str]:
     return [f"  skipped {count} × {reason}" for reason, count in sorted(skipped.items())]
 
@@ -122,8 +128,7 @@ def print_load_summary(summary) -> None:
         f"wrote {summary.db} ({summary.size} bytes) from {summary.shards} shards",
         f"  rows {summary.rows}, targets {summary.targets}, tags {summary.tags}, tag links {summary.tag_links}",
     ]
-    if summary.duplicates:
-        lines.append(f"  dropped {summary.duplicates} duplicate rows (same rank, step, target, metric; first kept)")
+    lines += _duplicates_lines(summary)
     typer.echo("\n".join(lines))
 
 
@@ -134,11 +139,10 @@ def print_run_summary(summary) -> None:
         f"  files {parsed.files}: {parsed.parsed} parsed, {parsed.reused} reused (shards in {summary.work})",
         f"  rows {loaded.rows}, targets {loaded.targets}, tags {loaded.tags}, tag links {loaded.tag_links}",
     ]
-    if loaded.duplicates:
-        lines.append(f"  dropped {loaded.duplicates} duplicate rows (same rank, step, target, metric; first kept)")
+    lines += _duplicates_lines(loaded)
     lines += _skipped_lines(parsed.skipped)
     lines.append(
-        f"  time: parse {seconds['parse']:.2f}s, load {seconds['load']:.2f}s (overlapping parse), "
-        f"index {seconds['index']:.2f}s, total {seconds['total']:.2f}s"
+        f"  time: scan {seconds['scan']:.2f}s, parse {seconds['parse']:.2f}s, "
+        f"load {seconds['load']:.2f}s (overlapping parse), index {seconds['index']:.2f}s, total {seconds['total']:.2f}s"
     )
     typer.echo("\n".join(lines))

@@ -49,27 +49,34 @@ def parent_table(construct: dict) -> dict:
 def micro_steps(construct: dict, path: Path) -> dict[str, int]:
     """Pass 2: the micro step of every construct key whose parent chain ends at an integer."""
     parents = parent_table(construct)
+    resolved: dict[str, object] = {}  # chains share their tails: resolve each node once
     result = {}
     for key in construct:
-        value = _resolve(key, parents, path)
+        value = _resolve(key, parents, resolved, path)
         if isinstance(value, int):
             result[key] = int(value)
     return result
 
 
-def _resolve(node, parents: dict, path: Path):
-    seen = set()
+def _resolve(node, parents: dict, resolved: dict, path: Path):
+    chain: list[str] = []
     while True:
         if isinstance(node, str):
             node = node.replace(".backward", ".forward").replace(".parameters_grad", ".forward")
+            if node in resolved:
+                node = resolved[node]
+                break
         elif isinstance(node, (list, dict)):
             raise DataError(f"{path}: a parent is {kind_of(node)} ({node!r:.60}); expected a name or null")
         if not isinstance(node, str) or node not in parents:
-            return node
-        if node in seen:
+            break
+        if node in chain:
             raise DataError(f"{path}: cycle in the parent chain at key {node!r}")
-        seen.add(node)
+        chain.append(node)
         node = parents[node]
+    for visited in chain:
+        resolved[visited] = node
+    return node
 
 
 def micro_step_count(steps: dict[str, int]) -> int:

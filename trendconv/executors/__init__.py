@@ -56,6 +56,8 @@ class ProcessExecutor:
 
     def imap_unordered(self, fn: Callable, tasks: Iterable) -> Iterator[Outcome]:
         context = multiprocessing.get_context("forkserver")
+        # Workers fork from a server that has imported the parser once, not each on its own.
+        context.set_forkserver_preload(["trendconv.parse"])
         pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         pending: dict[Future, Any] = {}
         try:

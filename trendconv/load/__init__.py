@@ -41,25 +41,48 @@ class LoadSummary:
 
 
 class _Ids:
-    """Targets and their per-metric first use, which decide target ids and tag ids."""
+    """Targets and their per-metric first use, which decide target ids and tag ids.
+
+    Work is per distinct (name, index) pair of a shard, not per row: pairs are packed into one int64
+    key, and Arrow's `unique` keeps first-occurrence order, which is the order ids are given in.
+    """
+
+    _INDEX_BITS = 31
 
     def __init__(self) -> None:
         self.targets: dict[tuple[str, int], int] = {}
         self.by_metric: dict[int, dict[int, None]] = {}
 
-    def target_ids(self, names: list[str], indexes: list[int], metrics: list[int]) -> list[int]:
-        targets, by_metric = self.targets, self.by_metric
-        ids = []
-        for key, metric in zip(zip(names, indexes), metrics):
-            target = targets.get(key)
-            if target is None:
-                target = targets[key] = len(targets) + 1
-            used = by_metric.get(metric)
-            if used is None:
-                used = by_metric[metric] = {}
-            used[target] = None
-            ids.append(target)
-        return ids
+    def target_ids(self, names: pa.DictionaryArray, indexes: pa.Array, metric_ids: pa.Array) -> pa.Array:
+        keys, decode = self._pack(names, indexes)
+        distinct = pc.unique(keys)
+        ids = [self._target_id(decode(key)) for key in distinct.to_pylist()]
+        row_ids = pa.array(ids, pa.int64()).take(pc.index_in(keys, distinct))
+        self._note_metric_use(metric_ids, row_ids)
+        return row_ids
+
+    def _pack(self, names: pa.DictionaryArray, indexes: pa.Array):
+        dictionary = names.dictionary.to_pylist()
+        if len(indexes) and pc.max(indexes).as_py() >= 1 << self._INDEX_BITS:
+            pairs = list(zip(pc.take(names.dictionary, names.indices).to_pylist(), indexes.to_pylist()))
+            unique_pairs = list(dict.fromkeys(pairs))
+            positions = {pair: position for position, pair in enumerate(unique_pairs)}
+            keys = pa.array([positions[pair] for pair in pairs], pa.int64())
+            return keys, unique_pairs.__getitem__
+        keys = pc.add(pc.shift_left(names.indices.cast(pa.int64()), self._INDEX_BITS), indexes)
+        mask = (1 << self._INDEX_BITS) - 1
+        return keys, lambda key: (dictionary[key >> self._INDEX_BITS], key & mask)
+
+    def _target_id(self, target: tuple[str, int]) -> int:
+        target_id = self.targets.get(target)
+        if target_id is None:
+            target_id = self.targets[target] = len(self.targets) + 1
+        return target_id
+
+    def _note_metric_use(self, metric_ids: pa.Array, row_ids: pa.Array) -> None:
+        uses = pc.unique(pc.add(pc.shift_left(metric_ids, 32), row_ids))
+        for use in uses.to_pylist():
+            self.by_metric.setdefault(use >> 32, {})[use & 0xFFFFFFFF] = None
 
 
 class TrendDbBuilder:
@@ -125,15 +148,14 @@ class TrendDbBuilder:
         if table.num_rows == 0:
             return
         metric_ids = _metric_id_column(table, self._metric_ids, shard.path)
-        names = table["target_name"].combine_chunks().cast(pa.string()).to_pylist()
-        indexes = table["micro_step"].to_pylist()
-        target_ids = self._ids.target_ids(names, indexes, metric_ids.to_pylist())
+        names = table["target_name"].combine_chunks()
+        target_ids = self._ids.target_ids(names, table["micro_step"].combine_chunks(), metric_ids)
         steps = self._global_steps(table)
         rows = pa.table(
             {
                 "rank": table["rank"],
                 "step": steps,
-                "target_id": pa.array(target_ids, pa.int64()),
+                "target_id": target_ids,
                 "metric_id": metric_ids,
                 **{stat: _clean(table[stat]) for stat in schema.STATS},
             }

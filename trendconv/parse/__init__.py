@@ -6,6 +6,7 @@ it stopped. A manifest written last (`WORK/manifest.json`) says the set of shard
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class ParseSummary:
     skipped: Counter = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     removed_orphans: int = 0
+    scan_seconds: float = 0.0
 
 
 def source_files(file_set: FileSet, micro_step: bool) -> list[tuple[str, Path]]:
@@ -134,8 +136,10 @@ def run_parse(
     `on_plan(tasks)` is called once the scan is done, `on_shard(task, meta, reused)` as each shard is
     ready (reused shards first, then parsed ones as workers finish them).
     """
+    started = time.perf_counter()
     scanned, tasks = plan(data, work, options)
     summary = ParseSummary(files=len(tasks), warnings=list(scanned.warnings))
+    summary.scan_seconds = time.perf_counter() - started
     if on_plan:
         on_plan(tasks)
     _start_work(data, work, options)

@@ -93,7 +93,7 @@ def read_meta(path: Path) -> dict:
 
 def read_rows(path: Path) -> pa.Table:
     try:
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path).read()
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)})") from None
     if table.schema.remove_metadata() != SCHEMA:
