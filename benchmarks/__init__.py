@@ -1,0 +1,1 @@
+"""Benchmark helpers: synthetic msprobe dumps for timing and testing converters."""
