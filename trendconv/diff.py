@@ -159,7 +159,7 @@ class _Part:
 
 
 class _Query:
-    """Builds the SELECT that lists a table's distinct rows by names, with their counts, in SQL order."""
+    """Builds the SELECT that lists a table's rows by names, sorted on every column."""
 
     def __init__(self, named: set[str]):
         self.named = named
@@ -181,7 +181,7 @@ class _Query:
         exprs = [expr for part in parts for expr in part.exprs]
         keys = ", ".join(f"({expr}) COLLATE BINARY" for expr in exprs)
         joins = "".join(f" {join}" for join in self.joins)
-        return f"SELECT {', '.join(exprs)}, count(*) FROM {_q(table)} AS r{joins} GROUP BY {keys} ORDER BY {keys}"
+        return f"SELECT {', '.join(exprs)} FROM {_q(table)} AS r{joins} ORDER BY {keys}"
 
 
 def _identity(column: str, parts: list[_Part]) -> Callable[[tuple], str]:
@@ -209,21 +209,35 @@ def _show(value) -> str:
     return "NULL" if value is None else repr(value)
 
 
-def _merge(rows_a: Iterator[tuple], rows_b: Iterator[tuple]) -> Iterator[tuple[tuple, int]]:
-    """Merge two (values..., count) streams in SQL order: yield (values, count in a - count in b) where not 0."""
-    a, b = next(rows_a, None), next(rows_b, None)
+def _runs(rows: Iterable[tuple]) -> Iterator[tuple[tuple, int]]:
+    """Count the runs of equal rows of a sorted stream: (row, how many times)."""
+    previous, count = None, 0
+    for row in rows:
+        if count and row == previous:
+            count += 1
+            continue
+        if count:
+            yield previous, count
+        previous, count = row, 1
+    if count:
+        yield previous, count
+
+
+def _merge(rows_a: Iterable[tuple], rows_b: Iterable[tuple]) -> Iterator[tuple[tuple, int]]:
+    """Merge two sorted row streams: yield (row, times in a - times in b) for every row where that is not 0."""
+    runs_a, runs_b = _runs(rows_a), _runs(rows_b)
+    a, b = next(runs_a, None), next(runs_b, None)
     while a is not None or b is not None:
-        same = a is not None and b is not None and a[:-1] == b[:-1]
-        if same:
-            if a[-1] != b[-1]:
-                yield a[:-1], a[-1] - b[-1]
-            a, b = next(rows_a, None), next(rows_b, None)
-        elif b is None or (a is not None and _order(a[:-1]) < _order(b[:-1])):
-            yield a[:-1], a[-1]
-            a = next(rows_a, None)
+        if a is not None and b is not None and a[0] == b[0]:
+            if a[1] != b[1]:
+                yield a[0], a[1] - b[1]
+            a, b = next(runs_a, None), next(runs_b, None)
+        elif b is None or (a is not None and _order(a[0]) < _order(b[0])):
+            yield a
+            a = next(runs_a, None)
         else:
-            yield b[:-1], -b[-1]
-            b = next(rows_b, None)
+            yield b[0], -b[1]
+            b = next(runs_b, None)
 
 
 def _order(values: tuple) -> tuple:
