@@ -1,0 +1,78 @@
+"""RESULTS.md and results.png from one benchmark run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
+def _scenario_section(result: dict) -> list[str]:
+    scenario, ours, reference = result["scenario"], result["ours"], result["msprobe"]
+    single = ours[min(ours)].median()
+    counts = ours[min(ours)].counts
+    lines = [
+        f"### {scenario.name}, {scenario.layers} layers",
+        "",
+        f"{result['files']} file sets, {_mb(result['bytes'])} of JSON (largest file {_mb(result['largest_file'])}); "
+        f"rows {counts['rows']}, targets {counts['targets']}, tags {counts['tags']}, tag links {counts['tag_links']}.",
+        f"msprobe data2db: **{reference.median():.2f} s** (peak RSS {max(reference.rss_kib) / 1024:.0f} MiB). "
+        f"JSON floor (orjson, one core) {result['json_floor']:.2f} s; SQLite floor (bare executemany) "
+        f"{result['sqlite_floor']:.2f} s. Identical DB for every worker count: "
+        f"**{'yes' if result['identical'] else 'NO'}**.",
+        "",
+        "| workers | total s | scan | parse | load (overlapped) | index | vs 1 worker | vs msprobe | "
+        "total / floor | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for workers, measured in sorted(ours.items()):
+        total = measured.median()
+        floor = max(result["json_floor"] / workers, result["sqlite_floor"])
+        stages = " | ".join(f"{measured.stage_median(stage):.2f}" for stage in ("scan", "parse", "load", "index"))
+        lines.append(
+            f"| {workers} | {total:.2f} | {stages} | {single / total:.2f}× | {reference.median() / total:.2f}× | "
+            f"{total / floor:.2f} | {max(measured.rss_kib) / 1024:.0f} |"
+        )
+    return lines + [""]
+
+
+def write_report(directory: Path, command: str, machine: dict, results: list[dict]) -> None:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Produced by `{command}`. Medians of the runs; times are wall seconds of whole processes.",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
+        f"Python {machine['python']}.",
+        "Peak RSS is that of the whole process tree (main process and workers), sampled every 20 ms.",
+        "`total / floor` is total / max(JSON floor / workers, SQLite floor).",
+        "",
+    ]
+    for result in results:
+        lines += _scenario_section(result)
+    (directory / "RESULTS.md").write_text("\n".join(lines))
+    _plot(directory / "results.png", results)
+
+
+def _plot(path: Path, results: list[dict]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
+    for axis, result in zip(axes[0], results):
+        workers = sorted(result["ours"])
+        axis.plot(workers, [result["ours"][count].median() for count in workers], marker="o", label="trendconv run")
+        axis.axhline(result["msprobe"].median(), color="red", linestyle="--", label="msprobe data2db")
+        axis.set_title(result["scenario"].name)
+        axis.set_xlabel("workers")
+        axis.set_ylabel("seconds")
+        axis.set_xscale("log", base=2)
+        axis.set_ylim(bottom=0)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)

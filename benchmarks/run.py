@@ -1,0 +1,240 @@
+"""Benchmark runner: trendconv vs msprobe data2db 26.2.0 and against the physical floors, in one run.
+
+    python -m benchmarks.run [--quick] [--large] [--workers 1,2,4,8] [--repeat 3] [--msprobe PATH]
+
+Writes benchmarks/RESULTS.md and benchmarks/results.png. Every number is a median of --repeat runs,
+measured on this machine in this run; speed-ups are ratios of times from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from benchmarks.gen_dump import generate
+from trendconv.jsonfile import _quote_bare_tokens
+from trendconv.load import schema
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".data"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    steps: int
+    ranks: int
+    layers: int
+
+
+SCENARIOS = [
+    Scenario("1 step x 32 ranks", 1, 32, 16),
+    Scenario("32 steps x 1 rank", 32, 1, 16),
+    Scenario("32 steps x 4 ranks", 32, 4, 16),
+]
+LARGE = Scenario("64 steps x 8 ranks", 64, 8, 16)
+QUICK = [Scenario("quick: 4 steps x 2 ranks", 4, 2, 4)]
+
+
+@dataclass
+class Measured:
+    seconds: list[float] = field(default_factory=list)
+    stages: list[dict] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
+    db_sha256: set[str] = field(default_factory=set)
+    counts: dict = field(default_factory=dict)
+
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    def stage_median(self, stage: str) -> float:
+        return statistics.median(run[stage] for run in self.stages)
+
+
+def tree_rss_kib(root: int) -> int:
+    """Resident memory of a process and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat_file:
+                fields = stat_file.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def measure(command: list[str], env: dict | None = None) -> tuple[float, int, str]:
+    """Wall time, peak RSS of the whole process tree (sampled every 20 ms), stdout."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    peak = [0]
+
+    def sample() -> None:
+        while process.poll() is None:
+            peak[0] = max(peak[0], tree_rss_kib(process.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = process.communicate()
+    elapsed = time.perf_counter() - started
+    sampler.join()
+    if process.returncode != 0:
+        raise RuntimeError(f"{command[:4]} failed ({process.returncode}): {stderr[-2000:]}")
+    return elapsed, peak[0], stdout
+
+
+def data_for(scenario: Scenario, seed: int = 1) -> Path:
+    target = CACHE / f"s{scenario.steps}_r{scenario.ranks}_l{scenario.layers}_seed{seed}"
+    if not (target / "done").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        generate(target / "data", steps=scenario.steps, ranks=scenario.ranks, layers=scenario.layers, seed=seed)
+        (target / "done").write_text("ok\n")
+    return target / "data"
+
+
+def input_files(data: Path) -> list[Path]:
+    return sorted(data.glob("step*/*/dump.json")) + sorted(data.glob("step*/*/construct.json"))
+
+
+def run_trendconv(data: Path, workers: int, repeat: int, scratch: Path) -> Measured:
+    result = Measured()
+    for _ in range(repeat):
+        out = scratch / f"tc_w{workers}"
+        shutil.rmtree(out, ignore_errors=True)
+        command = [sys.executable, "-m", "benchmarks.drive", str(data), str(out), str(workers)]
+        elapsed, rss, stdout = measure(command)
+        report = json.loads(stdout)
+        result.seconds.append(elapsed)
+        result.stages.append(report["seconds"])
+        result.rss_kib.append(rss)
+        result.counts = {key: report[key] for key in ("rows", "targets", "tags", "tag_links", "files")}
+        result.db_sha256.add(hashlib.sha256((out / schema.DB_NAME).read_bytes()).hexdigest())
+    return result
+
+
+def run_msprobe(msprobe: str, data: Path, repeat: int, scratch: Path) -> Measured:
+    result = Measured()
+    for _ in range(repeat):
+        out = scratch / "msprobe"
+        shutil.rmtree(out, ignore_errors=True)
+        command = [msprobe, "data2db", "--format", "dump", "--data", str(data), "--db", str(out)]
+        elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
+        result.seconds.append(elapsed)
+        result.rss_kib.append(rss)
+    return result
+
+
+def json_floor(data: Path, repeat: int) -> float:
+    """orjson alone on the same bytes, one core (tokens quoted beforehand, as orjson needs)."""
+    blobs = [_quote_bare_tokens(path.read_bytes()) for path in input_files(data)]
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for blob in blobs:
+            orjson.loads(blob)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def sqlite_floor(db: Path, repeat: int, scratch: Path) -> float:
+    """A bare executemany of the same trend rows into the same trend_data table, one transaction."""
+    source = sqlite3.connect(db)
+    rows = source.execute("SELECT * FROM trend_data").fetchall()
+    source.close()
+    times = []
+    for _ in range(repeat):
+        target = scratch / "floor.db"
+        target.unlink(missing_ok=True)
+        conn = sqlite3.connect(target)
+        conn.execute(schema.CREATE_TABLES[-1])
+        started = time.perf_counter()
+        conn.executemany(schema.INSERT_TREND, rows)
+        conn.commit()
+        times.append(time.perf_counter() - started)
+        conn.close()
+    return statistics.median(times)
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(memory, 1), "python": platform.python_version()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one small scenario (a smoke test of the runner)")
+    parser.add_argument("--large", action="store_true", help="add the 64 steps x 8 ranks scenario")
+    parser.add_argument("--workers", default="1,2,4,8")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--msprobe", default=os.environ.get("TRENDCONV_MSPROBE", str(HERE.parent / ".venv-ref/bin/msprobe"))
+    )
+    parser.add_argument("--output", type=Path, default=HERE)
+    args = parser.parse_args()
+    scenarios = QUICK if args.quick else SCENARIOS + ([LARGE] if args.large else [])
+    workers = [int(count) for count in args.workers.split(",")]
+    results = [bench(scenario, workers, args) for scenario in scenarios]
+    from benchmarks.report import write_report
+
+    command = "python -m benchmarks.run " + " ".join(sys.argv[1:])
+    write_report(args.output, command.strip(), machine(), results)
+
+
+def bench(scenario: Scenario, workers: list[int], args) -> dict:
+    data = data_for(scenario)
+    scratch = data.parent / "scratch"
+    scratch.mkdir(exist_ok=True)
+    files = input_files(data)
+    ours = {count: run_trendconv(data, count, args.repeat, scratch) for count in workers}
+    reference = run_msprobe(args.msprobe, data, args.repeat, scratch)
+    db = scratch / f"tc_w{workers[0]}" / schema.DB_NAME
+    print(f"done: {scenario.name}", file=sys.stderr)
+    return {
+        "scenario": scenario,
+        "files": len([path for path in files if path.name == "dump.json"]),
+        "bytes": sum(path.stat().st_size for path in files),
+        "largest_file": max(path.stat().st_size for path in files),
+        "ours": ours,
+        "msprobe": reference,
+        "json_floor": json_floor(data, args.repeat),
+        "sqlite_floor": sqlite_floor(db, args.repeat, scratch),
+        "identical": len(set().union(*(m.db_sha256 for m in ours.values()))) == 1,
+    }
+
+
+if __name__ == "__main__":
+    main()
