@@ -210,9 +210,14 @@ def test_missing_table(tmp_path):
     assert report.format() == "1 table differs\nglobal_stats: table only in a"
 
 
-def test_table_only_in_b(tmp_path):
+def test_table_only_in_b_and_ids_without_their_table_are_compared_as_stored(tmp_path):
     report = diff(tmp_path, a=Content(without="monitoring_tags"))
-    assert report.tables[0] == TableDiff("monitoring_tags", note="table only in b")
+    assert [(diff.table, diff.note) for diff in report.tables] == [
+        ("monitoring_tags", "table only in b"),
+        ("tag_target_mapping", None),
+    ]
+    assert report.tables[1].examples_a[0] == "tag_id=3, target=('Functional.conv2d.input.0', 0, 0)"
+    assert report.tables[1].examples_b[0] == "tag_id=18, target=('Functional.conv2d.input.0', 0, 0)"
 
 
 def test_different_column_type(tmp_path):

@@ -144,7 +144,8 @@ def _rows_diff(table, columns, named, db_a, db_b, limit) -> TableDiff | None:
         sql = f"SELECT * FROM {_q(table)} ORDER BY rowid"
         return _collect(table, _positional(_read(db_a, sql), _read(db_b, sql)), _numbered(columns), limit)
     query = _Query(named if table in BY_NAMES else set())
-    parts = [query.column("r", column) for column in columns if column != OWN_ID.get(table)]
+    own_id = OWN_ID.get(table)  # dropped when the ids are replaced by names, else compared as stored
+    parts = [query.column("r", column) for column in columns if column != own_id or own_id not in query.named]
     differences = _merge(_read(db_a, query.sql(table, parts)), _read(db_b, query.sql(table, parts)))
     return _collect(table, differences, lambda row: _render(parts, row), limit)
 

@@ -10,8 +10,9 @@ import orjson
 import typer
 
 from trendconv import __version__, api, inspection
+from trendconv import diff as diff_module
 from trendconv.cli import report
-from trendconv.errors import ExitStatus, TrendconvError, UsageError
+from trendconv.errors import DataError, ExitStatus, TrendconvError, UsageError
 from trendconv.executors import MAX_WORKERS
 
 app = typer.Typer(
@@ -187,6 +188,26 @@ def inspect(
         typer.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
     else:
         typer.echo(inspection.format_inspection(document))
+
+
+@app.command()
+@_handles_errors
+def diff(
+    a: Annotated[Path, typer.Argument(metavar="A.db", help="A trend database.")],
+    b: Annotated[Path, typer.Argument(metavar="B.db", help="Another trend database.")],
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Examples shown per table and side.")] = 5,
+) -> None:
+    """Compare two trend databases by names (ids ignored); exit 0 when logically equal, 1 otherwise.
+
+    Example: trendconv diff msprobe_out/dump_data.trend.db out/dump_data.trend.db
+    """
+    try:
+        report_ = diff_module.diff_databases(a, b, limit=limit)
+    except diff_module.DiffError as exc:
+        raise DataError(str(exc)) from None
+    typer.echo(report_.format())
+    if not report_.equal:
+        raise typer.Exit(int(ExitStatus.DATA_ERROR))
 
 
 def _msprobe_bool(value: str) -> bool:

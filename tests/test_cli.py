@@ -1,0 +1,69 @@
+"""The command line as a whole: --version, help texts, the docs naming every option, `diff`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import A1_CONSTRUCT, A1_DATA, write_file_set
+from test_parse_stage import invoke
+
+from trendconv import __version__, api
+from trendconv.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db"]
+
+
+def test_version():
+    result = invoke("--version")
+    assert (result.exit_code, result.stdout) == (0, f"trendconv {__version__}\n")
+
+
+def test_every_command_is_listed():
+    names = sorted(command.name or command.callback.__name__ for command in app.registered_commands)
+    assert names == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_says_what_and_gives_an_example(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert f"Usage: trendconv {command} " in result.stdout
+    assert f"Example: trendconv {command} " in result.stdout
+
+
+def options_of(command: str) -> list[str]:
+    help_text = invoke(command, "--help").stdout
+    return sorted(set(re.findall(r"(--[a-z][a-z_-]+)", help_text)) - {"--help"})
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_docs_mention_every_option(command):
+    docs = (REPO / "README.md").read_text() + "".join(p.read_text() for p in sorted((REPO / "docs").glob("*.md")))
+    missing = [option for option in options_of(command) if option not in docs]
+    assert missing == []
+
+
+def test_diff_equal_and_different(tmp_path):
+    data = tmp_path / "data"
+    write_file_set(data / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    micro = api.run(data, tmp_path / "a", api.ParseOptions(), workers=1).load.db
+    again = api.run(data, tmp_path / "b", api.ParseOptions(), workers=1).load.db
+    plain = api.run(data, tmp_path / "c", api.ParseOptions(micro_step=False), workers=1).load.db
+    same = invoke("diff", micro, again)
+    assert (same.exit_code, same.stdout) == (0, "logically identical\n")
+    different = invoke("diff", micro, plain, "--limit", "1")
+    assert different.exit_code == 1
+    assert different.stdout.splitlines()[:3] == [
+        "4 tables differ",
+        "global_stats: 1 row only in a, 1 row only in b",
+        "  a: #1 max_rank=0, min_step=0, max_step=1, forward='norm,max,min,mean', backward='norm,max,min,mean', "
+        "recompute='norm,max,min,mean', parameters_grad='norm,max,min,mean'",
+    ]
+
+
+def test_diff_of_a_missing_file(tmp_path):
+    result = invoke("diff", tmp_path / "nope.db", tmp_path / "other.db")
+    assert (result.exit_code, result.stderr) == (1, f"error: cannot open {tmp_path / 'nope.db'}: no such file\n")
