@@ -187,6 +187,7 @@ def test_split_index_names(name, expected):
 )
 def test_eligible_type_dtype_pairs(type_, dtype):
     assert skip_reason(T(dtype, type_)) is None
+    assert rules.is_eligible(T(dtype, type_)) is True
 
 
 @pytest.mark.parametrize(
@@ -214,6 +215,7 @@ def test_eligible_type_dtype_pairs(type_, dtype):
 )
 def test_skip_reasons(value, reason):
     assert skip_reason(value) == reason
+    assert rules.is_eligible(value) is False
 
 
 def test_conv2d_positions_count_null_and_nested_list():

@@ -143,13 +143,12 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
     rows.key_local.append(naming.steps.get(lookup, 0))
     position = len(rows.key) - 1
     for suffix, value in rules.tensor_slots(metric, entry):
-        reason = rules.skip_reason(value)
-        if reason is None:
+        if rules.is_eligible(value):
             rows.row_key.append(position)
             rows.target_name.append(prefix + suffix)
             rows.tensors.append(value)
         else:
-            rows.skipped[reason] += 1
+            rows.skipped[rules.skip_reason(value)] += 1
 
 
 def _name_and_lookup(key: str, naming: _Naming) -> tuple[str | None, str]:

@@ -93,6 +93,11 @@ def choose_parameter(value):
     return None
 
 
+def is_eligible(value) -> bool:
+    """§6: a tensor of a supported type and float dtype (the hot path; skip_reason says why not)."""
+    return type(value) is dict and value.get("type") in TENSOR_TYPES and value.get("dtype") in FLOAT_DTYPES
+
+
 def skip_reason(value) -> str | None:
     """None for an eligible tensor (§6), else why the value gives no row."""
     if isinstance(value, dict):
