@@ -1,26 +1,48 @@
-"""One measured `trendconv run` in a fresh process: prints its stage times, counts and peak RSS as JSON."""
+"""One measured trendconv stage in a fresh process: prints its times and counts as JSON.
+
+python -m benchmarks.drive run DATA OUT WORKERS     parse + load, overlapped
+python -m benchmarks.drive parse DATA OUT WORKERS   the parse stage alone, into OUT/.trendconv
+python -m benchmarks.drive load WORK OUT 1          the load stage alone
+"""
 
 from __future__ import annotations
 
 import json
 import resource
 import sys
+import time
 from pathlib import Path
 
 from trendconv import api
 
 
-def main(data: str, out: str, workers: str) -> None:
-    summary = api.run(Path(data), Path(out), api.ParseOptions(), workers=int(workers))
-    report = {
+def run(source: Path, out: Path, workers: int) -> dict:
+    summary = api.run(source, out, api.ParseOptions(), workers=workers)
+    return {
         "seconds": summary.seconds,
         "rows": summary.load.rows,
         "targets": summary.load.targets,
         "tags": summary.load.tags,
         "tag_links": summary.load.tag_links,
         "files": summary.parse.files,
-        "rss_main_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,  # KiB on Linux
     }
+
+
+def parse(source: Path, out: Path, workers: int) -> dict:
+    started = time.perf_counter()
+    summary = api.parse(source, api.default_work(out), api.ParseOptions(), workers=workers)
+    return {"seconds": {"total": time.perf_counter() - started, "scan": summary.scan_seconds}, "rows": summary.rows}
+
+
+def load(source: Path, out: Path, workers: int) -> dict:
+    started = time.perf_counter()
+    summary = api.load(source, out)
+    return {"seconds": {"total": time.perf_counter() - started}, "rows": summary.rows}
+
+
+def main(mode: str, source: str, out: str, workers: str) -> None:
+    report = {"run": run, "parse": parse, "load": load}[mode](Path(source), Path(out), int(workers))
+    report["rss_main_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps(report))
 
 

@@ -35,6 +35,23 @@ def _scenario_section(result: dict) -> list[str]:
             f"| {workers} | {total:.2f} | {stages} | {single / total:.2f}× | {reference.median() / total:.2f}× | "
             f"{total / floor:.2f} | {max(measured.rss_kib) / 1024:.0f} |"
         )
+    lines += [
+        "",
+        "Stages alone, timed inside the process (no interpreter start-up):",
+        "",
+        "| workers | parse alone s | parse speed-up vs 1 worker |",
+        "|---|---|---|",
+    ]
+    parse_single = result["parse_only"][min(result["parse_only"])].stage_median("total")
+    for workers, measured in sorted(result["parse_only"].items()):
+        parse = measured.stage_median("total")
+        lines.append(f"| {workers} | {parse:.2f} | {parse_single / parse:.2f}× |")
+    load = result["load_only"].stage_median("total")
+    lines += [
+        "",
+        f"Load alone (from the shards, with indexes): {load:.2f} s = {load / result['sqlite_floor']:.2f}× the "
+        "SQLite floor.",
+    ]
     return lines + [""]
 
 

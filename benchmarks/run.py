@@ -65,10 +65,21 @@ class Measured:
         return statistics.median(run[stage] for run in self.stages)
 
 
+def _pss_kib(pid: int) -> int:
+    """Proportional set size: shared pages (pyarrow forked from the forkserver) counted once overall."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def tree_rss_kib(root: int) -> int:
-    """Resident memory of a process and all its descendants, from /proc."""
+    """Memory of a process and all its descendants (sum of PSS), from /proc."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -77,13 +88,11 @@ def tree_rss_kib(root: int) -> int:
                 fields = stat_file.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        pid = int(entry)
-        children.setdefault(int(fields[1]), []).append(pid)
-        rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") // 1024
+        children.setdefault(int(fields[1]), []).append(int(entry))
     total, stack = 0, [root]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
+        total += _pss_kib(pid)
         stack.extend(children.get(pid, []))
     return total
 
@@ -122,19 +131,23 @@ def input_files(data: Path) -> list[Path]:
     return sorted(data.glob("step*/*/dump.json")) + sorted(data.glob("step*/*/construct.json"))
 
 
-def run_trendconv(data: Path, workers: int, repeat: int, scratch: Path) -> Measured:
+def run_trendconv(data: Path, workers: int, repeat: int, scratch: Path, mode: str = "run") -> Measured:
+    """`mode` run (both stages), parse (a fresh WORK each time) or load (from the shards of a run)."""
     result = Measured()
     for _ in range(repeat):
-        out = scratch / f"tc_w{workers}"
-        shutil.rmtree(out, ignore_errors=True)
-        command = [sys.executable, "-m", "benchmarks.drive", str(data), str(out), str(workers)]
+        out = scratch / f"tc_w{workers}" if mode != "load" else scratch / "tc_load"
+        if mode != "load":
+            shutil.rmtree(out, ignore_errors=True)
+        source = scratch / f"tc_w{workers}" / ".trendconv" if mode == "load" else data
+        command = [sys.executable, "-m", "benchmarks.drive", mode, str(source), str(out), str(workers)]
         elapsed, rss, stdout = measure(command)
         report = json.loads(stdout)
         result.seconds.append(elapsed)
         result.stages.append(report["seconds"])
         result.rss_kib.append(rss)
-        result.counts = {key: report[key] for key in ("rows", "targets", "tags", "tag_links", "files")}
-        result.db_sha256.add(hashlib.sha256((out / schema.DB_NAME).read_bytes()).hexdigest())
+        result.counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
+        if mode != "parse":
+            result.db_sha256.add(hashlib.sha256((out / schema.DB_NAME).read_bytes()).hexdigest())
     return result
 
 
@@ -220,6 +233,9 @@ def bench(scenario: Scenario, workers: list[int], args) -> dict:
     scratch.mkdir(exist_ok=True)
     files = input_files(data)
     ours = {count: run_trendconv(data, count, args.repeat, scratch) for count in workers}
+    parse_only = {count: run_trendconv(data, count, args.repeat, scratch, "parse") for count in workers}
+    ours_again = run_trendconv(data, workers[0], 1, scratch)  # the parse-only runs replaced its shards
+    load_only = run_trendconv(data, workers[0], args.repeat, scratch, "load")
     reference = run_msprobe(args.msprobe, data, args.repeat, scratch)
     db = scratch / f"tc_w{workers[0]}" / schema.DB_NAME
     print(f"done: {scenario.name}", file=sys.stderr)
@@ -229,10 +245,12 @@ def bench(scenario: Scenario, workers: list[int], args) -> dict:
         "bytes": sum(path.stat().st_size for path in files),
         "largest_file": max(path.stat().st_size for path in files),
         "ours": ours,
+        "parse_only": parse_only,
+        "load_only": load_only,
         "msprobe": reference,
         "json_floor": json_floor(data, args.repeat),
         "sqlite_floor": sqlite_floor(db, args.repeat, scratch),
-        "identical": len(set().union(*(m.db_sha256 for m in ours.values()))) == 1,
+        "identical": len(set().union(*(m.db_sha256 for m in [*ours.values(), ours_again, load_only]))) == 1,
     }
 
 
