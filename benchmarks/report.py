@@ -62,7 +62,7 @@ def write_report(directory: Path, command: str, machine: dict, results: list[dic
         f"Produced by `{command}`. Medians of the runs; times are wall seconds of whole processes.",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
         f"Python {machine['python']}.",
-        "Peak RSS is that of the whole process tree (main process and workers), sampled every 20 ms.",
+        "Peak RSS is that of the whole process tree (main process and workers), sampled every 100 ms.",
         "`total / floor` is total / max(JSON floor / workers, SQLite floor).",
         "",
     ]

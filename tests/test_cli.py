@@ -67,3 +67,18 @@ def test_diff_equal_and_different(tmp_path):
 def test_diff_of_a_missing_file(tmp_path):
     result = invoke("diff", tmp_path / "nope.db", tmp_path / "other.db")
     assert (result.exit_code, result.stderr) == (1, f"error: cannot open {tmp_path / 'nope.db'}: no such file\n")
+
+
+def test_progress_bars_only_on_a_terminal_and_not_quiet(monkeypatch):
+    from trendconv.cli import report
+
+    assert report.RunProgress(enabled=True)._progress is None  # pytest's stderr is not a terminal
+    monkeypatch.setattr(report.sys.stderr, "isatty", lambda: True)
+    assert report.RunProgress(enabled=False)._progress is None
+    bars = report.RunProgress(enabled=True)
+    with bars:
+        bars.plan([1, 2])
+        bars.parsed(None, None, False)
+        bars.loaded(None)
+        bars.loaded(None)
+    assert [(t.description, t.completed, t.total) for t in bars._progress.tasks] == [("parse", 1, 2), ("load ", 2, 2)]

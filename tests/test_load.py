@@ -373,3 +373,32 @@ def test_target_indexes_beyond_31_bits(tmp_path):
     ]
     assert (summary.rows, summary.duplicates) == (2, 1)
     assert query(summary.db, "SELECT target_id, norm FROM trend_data ORDER BY target_id") == [(1, 1.0), (2, 2.0)]
+
+
+def test_warning_over_the_plugin_size_limit(a1_data, tmp_path, monkeypatch):
+    import trendconv.load
+
+    monkeypatch.setattr(trendconv.load, "PLUGIN_SIZE_LIMIT", 1000)
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    result = invoke("load", tmp_path / "work", "--db", tmp_path / "out", "--quiet")
+    db = tmp_path / "out" / "dump_data.trend.db"
+    assert result.exit_code == 0
+    assert result.stderr == (
+        f"warning: {db}: {db.stat().st_size} bytes is over the Trend Analyzer's 5 GiB limit; "
+        "the plugin will refuse it\n"
+    )
+
+
+def test_temporary_files_are_never_taken_for_results(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    stray_shard = tmp_path / "work" / "shards" / ".step0_rank0.parquet.999999.tmp"
+    stray_shard.write_bytes(b"half a shard")
+    assert [p.name for p in shards.list_shards(tmp_path / "work")] == ["step0_rank0.parquet", "step1_rank0.parquet"]
+    import pyarrow.dataset as ds
+
+    assert ds.dataset(tmp_path / "work" / "shards", format="parquet").to_table().num_rows == 26
+    (tmp_path / "out").mkdir()
+    dead_build = tmp_path / "out" / ".dump_data.trend.db.999999.tmp"  # a killed load's build (pid 999999 is gone)
+    dead_build.write_bytes(b"half a database")
+    api.load(tmp_path / "work", tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dump_data.trend.db"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from trendconv import shards, workdir
 from trendconv.dump.parse import ParseOptions
 from trendconv.errors import DataError, UsageError
+from trendconv.executors import Executor, default_workers
 from trendconv.faults import fault_point
 from trendconv.jsonfile import read_json
 from trendconv.load import LoadSummary, TrendDbBuilder, load_shards
@@ -21,12 +22,27 @@ __all__ = [
     "default_work",
     "load",
     "load_mapping",
+    "make_executor",
     "parse",
     "read_manifest_shards",
     "run",
 ]
 
 DEFAULT_WORK = ".trendconv"
+MAX_LOCAL_DASK_WORKERS = 128
+
+
+def make_executor(kind: str, scheduler: str | None, workers: int | None) -> Executor | None:
+    """None means the local default (inline for one worker, else a process pool)."""
+    if kind == "local":
+        if scheduler:
+            raise UsageError("--scheduler goes with --executor dask")
+        return None
+    if kind == "dask":
+        from trendconv.executors.dask import DaskExecutor
+
+        return DaskExecutor(scheduler, workers=workers or default_workers(MAX_LOCAL_DASK_WORKERS))
+    raise UsageError(f"--executor {kind!r}: expected 'local' or 'dask'")
 
 
 def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
@@ -134,6 +150,7 @@ def run(
     *,
     work: Path | None = None,
     workers: int | None = None,
+    executor: Executor | None = None,
     index: bool = True,
     on_plan: Callable[[list[ParseTask]], None] | None = None,
     on_parsed: Callable[[ParseTask, dict, bool], None] | None = None,
@@ -151,6 +168,7 @@ def run(
                 work,
                 options,
                 workers=workers,
+                executor=executor,
                 on_plan=_both(loader.plan, on_plan),
                 on_shard=_both(lambda task, meta, reused: loader.shard_ready(task, meta), on_parsed),
             )

@@ -46,6 +46,20 @@ Mapping = Annotated[
     Path | None,
     typer.Option("--mapping", help='JSON object of name replacements applied to dump keys, e.g. {".TE": "."}.'),
 ]
+ExecutorKind = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where parse tasks run: local (process pool) or dask (a Dask cluster; pip install 'trendconv[dask]').",
+    ),
+]
+Scheduler = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Dask scheduler address (tcp://host:8786). Without it, --executor dask starts a local cluster.",
+    ),
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars and no summary; errors only.")]
 NoIndex = Annotated[
     bool, typer.Option("--no-index", help="Skip the read indexes and ANALYZE (smaller file, slower plugin).")
@@ -95,6 +109,8 @@ def parse(
     workers: Workers = None,
     micro_step: MicroStep = True,
     mapping: Mapping = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
     quiet: Quiet = False,
 ) -> None:
     """Parse DATA into one Parquet shard per (step, rank) under WORK/shards.
@@ -106,7 +122,15 @@ def parse(
     """
     options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
     with report.ParseProgress(enabled=not quiet) as progress:
-        summary = api.parse(data, work, options, workers=workers, on_plan=progress.plan, on_shard=progress.shard)
+        summary = api.parse(
+            data,
+            work,
+            options,
+            workers=workers,
+            executor=api.make_executor(executor, scheduler, workers),
+            on_plan=progress.plan,
+            on_shard=progress.shard,
+        )
     report.print_warnings(summary.warnings)
     if not quiet:
         report.print_parse_summary(summary, work)
@@ -145,6 +169,8 @@ def run(
     micro_step: MicroStep = True,
     mapping: Mapping = None,
     no_index: NoIndex = False,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
     quiet: Quiet = False,
 ) -> None:
     """Parse and load in one go; loading overlaps parsing. Re-running resumes after a crash or Ctrl-C.
@@ -152,10 +178,11 @@ def run(
     Example: trendconv run ./dump --db ./out --workers 4
     """
     options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
-    _run(data, db, options, work=work, workers=workers, index=not no_index, quiet=quiet)
+    chosen = api.make_executor(executor, scheduler, workers)
+    _run(data, db, options, work=work, workers=workers, executor=chosen, index=not no_index, quiet=quiet)
 
 
-def _run(data, db, options, *, work, workers, index, quiet) -> None:
+def _run(data, db, options, *, work, workers, index, quiet, executor=None) -> None:
     with report.RunProgress(enabled=not quiet) as progress:
         summary = api.run(
             data,
@@ -163,6 +190,7 @@ def _run(data, db, options, *, work, workers, index, quiet) -> None:
             options,
             work=work,
             workers=workers,
+            executor=executor,
             index=index,
             on_plan=progress.plan,
             on_parsed=progress.parsed,

@@ -32,14 +32,14 @@ def _new_progress() -> Progress:
     )
 
 
-class _Bar:
-    """One rich progress bar, shown only when stderr is a terminal and the user did not ask for quiet."""
+class _Bars:
+    """Rich progress bars on stderr, one per label, shown only on a terminal and when not --quiet."""
 
-    label = ""
+    labels: tuple[str, ...] = ()
 
     def __init__(self, *, enabled: bool):
         self._progress = _new_progress() if enabled and sys.stderr.isatty() else None
-        self._task = None
+        self._bars: dict[str, object] = {}
 
     def __enter__(self):
         if self._progress:
@@ -52,54 +52,37 @@ class _Bar:
 
     def plan(self, items: list) -> None:
         if self._progress:
-            self._task = self._progress.add_task(self.label, total=len(items))
+            self._bars = {label: self._progress.add_task(label, total=len(items)) for label in self.labels}
 
-    def _advance(self) -> None:
-        if self._progress and self._task is not None:
-            self._progress.advance(self._task)
+    def _advance(self, label: str) -> None:
+        if label in self._bars:
+            self._progress.advance(self._bars[label])
 
 
-class ParseProgress(_Bar):
-    label = "parse"
+class ParseProgress(_Bars):
+    labels = ("parse",)
 
     def shard(self, task, meta, reused) -> None:
-        self._advance()
+        self._advance("parse")
 
 
-class LoadProgress(_Bar):
-    label = "load "
+class LoadProgress(_Bars):
+    labels = ("load ",)
 
     def shard(self, shard) -> None:
-        self._advance()
+        self._advance("load ")
 
 
-class RunProgress:
-    """Two bars, parse and load, advancing as shards are parsed and as the loader takes them."""
+class RunProgress(_Bars):
+    """Two bars: parse advances as shards are ready, load as the loader takes them in order."""
 
-    def __init__(self, *, enabled: bool):
-        self._progress = _new_progress() if enabled and sys.stderr.isatty() else None
-        self._tasks: dict[str, object] = {}
-
-    def __enter__(self):
-        if self._progress:
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._progress:
-            self._progress.stop()
-
-    def plan(self, tasks: list) -> None:
-        if self._progress:
-            self._tasks = {name: self._progress.add_task(name, total=len(tasks)) for name in ("parse", "load ")}
+    labels = ("parse", "load ")
 
     def parsed(self, task, meta, reused) -> None:
-        if self._tasks:
-            self._progress.advance(self._tasks["parse"])
+        self._advance("parse")
 
     def loaded(self, shard) -> None:
-        if self._tasks:
-            self._progress.advance(self._tasks["load "])
+        self._advance("load ")
 
 
 def _duplicates_lines(loaded) -> list[str]:

@@ -86,6 +86,7 @@ def parse_task(task: ParseTask) -> dict:
     sources = describe_sources(task.file_set, task.options.micro_step)
     rows = parse_file_set(task.file_set, task.options)
     meta = shard_meta(task, sources, rows)
+    fault_point("parse-before-write")
     shards.write_shard(task.shard_path, _table_of(task.file_set, rows), meta)
     fault_point("parse-shard")
     return meta

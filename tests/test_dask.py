@@ -1,0 +1,61 @@
+"""The parse stage on a Dask LocalCluster (2 worker processes): same shards, same database, retries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_run import make_data
+
+from trendconv import api, faults
+from trendconv.errors import UsageError
+
+distributed = pytest.importorskip("distributed")
+
+
+def shard_bytes(work: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted((work / "shards").iterdir())}
+
+
+def test_dask_gives_the_same_shards_and_database(tmp_path):
+    data = make_data(tmp_path, steps=2, ranks=3)
+    local = api.run(data, tmp_path / "local", api.ParseOptions(), workers=2)
+    dask = api.run(data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2))
+    assert (dask.parse.parsed, dask.parse.reused) == (6, 0)
+    assert shard_bytes(tmp_path / "dask" / ".trendconv") == shard_bytes(tmp_path / "local" / ".trendconv")
+    assert dask.load.db.read_bytes() == local.load.db.read_bytes()
+
+
+def test_a_worker_killed_mid_task_is_retried(tmp_path, monkeypatch):
+    data = make_data(tmp_path, steps=2, ranks=2)
+    clean = api.run(data, tmp_path / "clean", api.ParseOptions(), workers=1).load.db.read_bytes()
+    marker = tmp_path / "fault-fired"
+    # the worker processes inherit these: the first one to reach the point dies, once
+    monkeypatch.setenv(faults.ENV, "parse-before-write")
+    monkeypatch.setenv(faults.ONCE_ENV, str(marker))
+    summary = api.run(data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2))
+    assert marker.exists()
+    assert summary.parse.parsed == 4
+    assert summary.load.db.read_bytes() == clean
+
+
+def test_scheduler_needs_the_dask_executor():
+    with pytest.raises(UsageError) as raised:
+        api.make_executor("local", "tcp://127.0.0.1:8786", None)
+    assert str(raised.value) == "--scheduler goes with --executor dask"
+
+
+def test_without_dask_installed_the_error_says_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_distributed(name, *args, **kwargs):
+        if name == "distributed":
+            raise ImportError("No module named 'distributed'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_distributed)
+    with pytest.raises(UsageError) as raised:
+        api.make_executor("dask", None, 2)
+    assert str(raised.value) == "--executor dask needs Dask: pip install 'trendconv[dask]'"

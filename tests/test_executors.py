@@ -1,0 +1,54 @@
+"""Executors: bounded submission, failures reported per task, early close."""
+
+from __future__ import annotations
+
+from trendconv.executors import InlineExecutor, ProcessExecutor, default_workers
+
+
+def test_process_pool_keeps_at_most_two_tasks_per_worker_in_flight():
+    consumed = [0]
+
+    def tasks():
+        for number in range(40):
+            consumed[0] += 1
+            yield number
+
+    received, most_ahead = [], 0
+    for outcome in ProcessExecutor(2).imap_unordered(abs, tasks()):
+        received.append(outcome.value)
+        most_ahead = max(most_ahead, consumed[0] - len(received))
+    assert sorted(received) == list(range(40))
+    assert most_ahead <= 4
+
+
+def test_failures_come_back_as_outcomes():
+    outcomes = list(ProcessExecutor(2).imap_unordered(int, ["1", "x", "3"]))
+    assert sorted((o.task, o.value) for o in outcomes if o.error is None) == [("1", 1), ("3", 3)]
+    (failed,) = [o for o in outcomes if o.error is not None]
+    assert (failed.task, type(failed.error), str(failed.error)) == (
+        "x",
+        ValueError,
+        "invalid literal for int() with base 10: 'x'",
+    )
+    inline = list(InlineExecutor().imap_unordered(int, ["x"]))
+    assert [(o.task, str(o.error)) for o in inline] == [("x", "invalid literal for int() with base 10: 'x'")]
+
+
+def test_closing_early_stops_submission():
+    consumed = [0]
+
+    def tasks():
+        for number in range(1000):
+            consumed[0] += 1
+            yield number
+
+    outcomes = ProcessExecutor(2).imap_unordered(abs, tasks())
+    next(outcomes)
+    outcomes.close()
+    assert consumed[0] <= 5
+
+
+def test_default_workers_is_capped_by_the_task_count():
+    assert default_workers(1) == 1
+    assert default_workers(0) == 1
+    assert default_workers(10_000) <= 128
