@@ -85,32 +85,37 @@ def micro_step_count(steps: dict[str, int]) -> int:
 
 def renumber(steps: dict[str, int]) -> dict[str, str]:
     """§3.4: inside each micro step, number each family's calls 0, 1, 2, ... in ordinal order."""
-    families: dict[tuple[int, str], list[tuple[int, str, list[str], int]]] = {}
-    for key, step in steps.items():
-        parts = key.split(".")
-        family, ordinal, position = _family_of(parts)
-        families.setdefault((step, family), []).append((ordinal, key, parts, position))
+    families: dict[tuple[int, str], list[tuple[int, str, str, str]]] = {}
     names = {}
+    for key, step in steps.items():
+        numbered = _family_of(key)
+        if numbered is None:
+            names[key] = key  # no number: the key is its own family, ordinal 0, name unchanged
+            continue
+        family, ordinal, before, after = numbered
+        families.setdefault((step, family), []).append((ordinal, key, before, after))
     for members in families.values():
         members.sort(key=lambda member: member[0])
-        for new_index, (_, key, parts, position) in enumerate(members):
-            names[key] = _with_index(parts, position, new_index) if position is not None else key
+        for new_index, (_, key, before, after) in enumerate(members):
+            names[key] = f"{before}{new_index}{after}"
     return {key: names[key] for key in steps}
 
 
-def _family_of(parts: list[str]) -> tuple[str, int, int | None]:
-    last = _digits(parts[-1])
-    if last is not None:
-        return ".".join(parts[:-1]), last, len(parts) - 1
-    if len(parts) >= 2:
-        second = _digits(parts[-2])
-        if second is not None:
-            return ".".join(parts[:-2] + parts[-1:]), second, len(parts) - 2
-    return ".".join(parts), 0, None
+def _family_of(key: str) -> tuple[str, int, str, str] | None:
+    """(family, ordinal, text before the number, text after it), or None for a key without a number.
 
-
-def _with_index(parts: list[str], position: int, index: int) -> str:
-    return ".".join(parts[:position] + [str(index)] + parts[position + 1 :])
+    Module style `X.forward.7`: the last part is the number; API style `X.y.7.forward`: the second-to-last.
+    """
+    head, dot, last = key.rpartition(".")
+    ordinal = _digits(last)
+    if ordinal is not None:
+        return head, ordinal, head + dot, ""
+    if dot:
+        front, dot2, second = head.rpartition(".")
+        ordinal = _digits(second)
+        if ordinal is not None:
+            return front + dot2 + last, ordinal, front + dot2, dot + last
+    return None
 
 
 def _digits(part: str) -> int | None:

@@ -67,10 +67,16 @@ class Rows:
             "key": pa.array(self.key, pa.string()).dictionary_encode().take(take),
         }
         for column, stat in zip(("norm", "max", "min", "mean"), rules.STAT_KEYS):
-            values = [tensor.get(stat) for tensor in self.tensors]
-            floats = [value if type(value) is float else rules.raw_stat(value) for value in values]
-            columns[column] = pa.array(floats, pa.float64())
+            columns[column] = _stat_column([tensor.get(stat) for tensor in self.tensors])
         return columns
+
+
+def _stat_column(values: list) -> pa.Array:
+    """Numbers, booleans and nulls convert in Arrow as §7 says; strings and huge ints need raw_stat."""
+    try:
+        return pa.array(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([rules.raw_stat(value) for value in values], pa.float64())
 
 
 @dataclass(frozen=True)
@@ -142,13 +148,27 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
     rows.key_index.append(index)
     rows.key_local.append(naming.steps.get(lookup, 0))
     position = len(rows.key) - 1
-    for suffix, value in rules.tensor_slots(metric, entry):
-        if rules.is_eligible(value):
-            rows.row_key.append(position)
-            rows.target_name.append(prefix + suffix)
-            rows.tensors.append(value)
-        else:
-            rows.skipped[rules.skip_reason(value)] += 1
+    for start, values in rules.tensor_groups(metric, entry):
+        if type(values) is dict:
+            for name, value in values.items():
+                _add_tensor(rows, position, prefix + start + name, rules.choose_parameter(value))
+            continue
+        for index, value in enumerate(values):
+            if rules.is_eligible(value):  # the common case, without building a name for skipped items
+                rows.row_key.append(position)
+                rows.target_name.append(f"{prefix}{start}{index}")
+                rows.tensors.append(value)
+            else:
+                rows.skipped[rules.skip_reason(value)] += 1
+
+
+def _add_tensor(rows: Rows, position: int, target: str, value) -> None:
+    if rules.is_eligible(value):
+        rows.row_key.append(position)
+        rows.target_name.append(target)
+        rows.tensors.append(value)
+    else:
+        rows.skipped[rules.skip_reason(value)] += 1
 
 
 def _name_and_lookup(key: str, naming: _Naming) -> tuple[str | None, str]:

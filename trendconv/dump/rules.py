@@ -57,31 +57,42 @@ def split_index(name: str) -> tuple[str, int]:
     return name, 0
 
 
-def tensor_slots(metric: str, entry: dict) -> Iterator[tuple[str, object]]:
-    """(suffix, value) for every place of the entry a row may come from, in the order of §6."""
+def tensor_groups(metric: str, entry: dict) -> list[tuple[str, list | dict]]:
+    """The fields rows may come from, in §6 order: (suffix start, values by position or by name).
+
+    A dict group holds parameters (name -> value, the tensor chosen by `choose_parameter`); a list
+    group holds tensors by position (skipped items keep their positions).
+    """
     if metric == PARAMETERS_GRAD:
-        for name, value in entry.items():
-            yield "." + name, choose_parameter(value)
-        return
+        return [(".", entry)]
     first = "input" if metric == BACKWARD else "input_args"
-    yield from _list_slots(entry, first, ".input.")
-    yield from _list_slots(entry, "output", ".output.")
+    groups = [(".input.", _list_field(entry, first)), (".output.", _list_field(entry, "output"))]
     if metric != BACKWARD and "parameters" in entry:
         parameters = entry["parameters"]
         if not isinstance(parameters, dict):
             raise EntryError(f"'parameters' is {kind_of(parameters)}, expected an object")
-        for name, value in parameters.items():
-            yield ".parameters." + name, choose_parameter(value)
+        groups.append((".parameters.", parameters))
+    return groups
 
 
-def _list_slots(entry: dict, field: str, suffix: str) -> Iterator[tuple[str, object]]:
+def tensor_slots(metric: str, entry: dict) -> Iterator[tuple[str, object]]:
+    """(suffix, value) for every place a row may come from: the §6 table's view of tensor_groups."""
+    for start, values in tensor_groups(metric, entry):
+        if isinstance(values, dict):
+            for name, value in values.items():
+                yield start + name, choose_parameter(value)
+        else:
+            for position, value in enumerate(values):
+                yield f"{start}{position}", value
+
+
+def _list_field(entry: dict, field: str) -> list:
     if field not in entry:
-        return
+        return []
     values = entry[field]
     if not isinstance(values, list):
         raise EntryError(f"{field!r} is {kind_of(values)}, expected a list")
-    for position, value in enumerate(values):
-        yield f"{suffix}{position}", value
+    return values
 
 
 def choose_parameter(value):
