@@ -80,7 +80,7 @@ BUILD_PRAGMAS = (
     "PRAGMA synchronous = OFF",
     "PRAGMA locking_mode = EXCLUSIVE",
     "PRAGMA temp_store = MEMORY",
-    "PRAGMA cache_size = -131072",
+    "PRAGMA cache_size = -32768",
 )
 
 
