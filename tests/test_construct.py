@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import A1_CONSTRUCT
 
 from trendconv.dump.construct import micro_step_count, micro_steps, parent_table, renumber, unpack_construct
 from trendconv.errors import DataError
@@ -234,15 +235,7 @@ def test_backward_takes_forward_twin_and_never_its_own_parent():
 
 
 def test_a1_construct():
-    construct = {
-        "Module.net.Net.forward.0": None,
-        "Functional.linear.0.forward": "Module.net.Net.forward.0",
-        "Module.net.Net.forward.1": None,
-        "Functional.linear.1.forward": "Module.net.Net.forward.1",
-        "Module.net.Net.backward.0": None,
-        "Functional.linear.0.backward": "Module.net.Net.backward.0",
-    }
-    steps = micro_steps(construct, PATH)
+    steps = micro_steps(A1_CONSTRUCT, PATH)
     assert steps == {
         "Module.net.Net.forward.0": 0,
         "Functional.linear.0.forward": 0,

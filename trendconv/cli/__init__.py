@@ -131,9 +131,7 @@ def parse(
             on_plan=progress.plan,
             on_shard=progress.shard,
         )
-    report.print_warnings(summary.warnings)
-    if not quiet:
-        report.print_parse_summary(summary, work)
+    report.finish(lambda done: report.print_parse_summary(done, work), summary, summary.warnings, quiet=quiet)
 
 
 @app.command()
@@ -152,9 +150,7 @@ def load(
     """
     with report.LoadProgress(enabled=not quiet) as progress:
         summary = api.load(work, db, index=not no_index, on_shard=progress.shard, on_plan=progress.plan)
-    report.print_warnings(summary.warnings)
-    if not quiet:
-        report.print_load_summary(summary)
+    report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
 
 
 @app.command()
@@ -196,9 +192,7 @@ def _run(data, db, options, *, work, workers, index, quiet, executor=None) -> No
             on_parsed=progress.parsed,
             on_loaded=progress.loaded,
         )
-    report.print_warnings(summary.parse.warnings + summary.load.warnings)
-    if not quiet:
-        report.print_run_summary(summary)
+    report.finish(report.print_run_summary, summary, summary.parse.warnings + summary.load.warnings, quiet=quiet)
 
 
 @app.command()

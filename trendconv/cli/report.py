@@ -21,6 +21,13 @@ def print_warnings(warnings: list[str]) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
+def finish(print_summary, summary, warnings: list[str], *, quiet: bool) -> None:
+    """Warnings always; the summary unless --quiet."""
+    print_warnings(warnings)
+    if not quiet:
+        print_summary(summary)
+
+
 def _new_progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
