@@ -56,7 +56,9 @@ def test_run_equals_parse_then_load(tmp_path):
     assert clean_db(data, tmp_path) == separate
 
 
-@pytest.mark.parametrize("fault", ["parse-shard@2", "run-between-stages", "load-shard@3", "load-before-rename"])
+@pytest.mark.parametrize(
+    "fault", ["parse-before-write@2", "parse-shard@2", "run-between-stages", "load-shard@3", "load-before-rename"]
+)
 def test_sigkill_then_rerun_gives_the_clean_db(tmp_path, fault):
     data = make_data(tmp_path)
     out = tmp_path / "out"
@@ -66,10 +68,22 @@ def test_sigkill_then_rerun_gives_the_clean_db(tmp_path, fault):
     again = run_cli("run", data, "--db", out, "--workers", "1")
     assert again.returncode == 0, again.stderr
     # inline parse + overlapped load: a kill while loading shard 3 finds 3 shards parsed
-    reused = {"parse-shard@2": 2, "run-between-stages": 4, "load-shard@3": 3, "load-before-rename": 4}[fault]
+    reused = {
+        "parse-before-write@2": 1,  # killed while the second shard was being made: only the first exists
+        "parse-shard@2": 2,
+        "run-between-stages": 4,
+        "load-shard@3": 3,
+        "load-before-rename": 4,
+    }[fault]
     assert f"  files 4: {4 - reused} parsed, {reused} reused" in again.stdout
     assert (out / "dump_data.trend.db").read_bytes() == clean_db(data, tmp_path)
     assert sorted(p.name for p in out.iterdir()) == [".trendconv", "dump_data.trend.db"]
+    assert sorted(p.name for p in (out / ".trendconv" / "shards").iterdir()) == [
+        "step0_rank0.parquet",
+        "step0_rank1.parquet",
+        "step1_rank0.parquet",
+        "step1_rank1.parquet",
+    ]
 
 
 def test_truncated_deleted_and_changed_shards_are_reparsed(tmp_path):
