@@ -16,8 +16,8 @@ from pathlib import Path
 from trendconv import api
 
 
-def run(source: Path, out: Path, workers: int) -> dict:
-    summary = api.run(source, out, api.ParseOptions(), workers=workers)
+def run(source: Path, out: Path, workers: int, executor=None) -> dict:
+    summary = api.run(source, out, api.ParseOptions(), workers=workers, executor=executor)
     return {
         "seconds": summary.seconds,
         "rows": summary.load.rows,
@@ -40,8 +40,12 @@ def load(source: Path, out: Path, workers: int) -> dict:
     return {"seconds": {"total": time.perf_counter() - started}, "rows": summary.rows}
 
 
+def dask(source: Path, out: Path, workers: int) -> dict:
+    return run(source, out, workers, api.make_executor("dask", None, workers))
+
+
 def main(mode: str, source: str, out: str, workers: str) -> None:
-    report = {"run": run, "parse": parse, "load": load}[mode](Path(source), Path(out), int(workers))
+    report = {"run": run, "parse": parse, "load": load, "dask": dask}[mode](Path(source), Path(out), int(workers))
     report["rss_main_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps(report))
 
