@@ -73,9 +73,8 @@ def read_manifest_shards(work: Path) -> list[shards.Shard]:
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
     path = workdir.manifest_path(work)
-    if not path.is_file():
-        raise DataError(f"{path}: not found: the parse of this WORK did not finish; run `trendconv parse` again")
-    names = workdir.read_json_document(path, "manifest").get("shards")
+    unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
+    names = workdir.read_json_document(path, unfinished).get("shards")
     if not isinstance(names, list):
         raise DataError(f"{path}: unreadable; run `trendconv parse` again")
     found = []

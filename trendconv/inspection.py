@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from trendconv import shards, workdir
+from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.load.schema import METRICS
 from trendconv.parse import CORRUPT, MISSING, OK, status_of
@@ -82,11 +83,9 @@ def _totals(entries: list[dict]) -> dict:
 
 def format_inspection(document: dict) -> str:
     """A table a person can read: one line per shard, then the totals."""
-    options = document["options"]
-    mode = "micro-step" if options["micro_step"] else "no-micro-step"
     lines = [
         f"WORK {document['work']}",
-        f"DATA {document['data']} ({mode}, mapping sha256 {options['mapping_sha256'][:12]})",
+        f"DATA {document['data']} ({options_text(document['options'])})",
         f"parse {'complete' if document['complete'] else 'NOT complete'}",
     ]
     if document["note"]:

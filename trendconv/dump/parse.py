@@ -29,6 +29,12 @@ class ParseOptions:
         return {"micro_step": self.micro_step, "mapping_sha256": self.mapping_sha256}
 
 
+def options_text(described: dict) -> str:
+    """A `describe()` document in words, for messages: `micro-step, mapping sha256 4f53cda18c2b`."""
+    mode = "micro-step" if described.get("micro_step") else "no-micro-step"
+    return f"{mode}, mapping sha256 {str(described.get('mapping_sha256'))[:12]}"
+
+
 @dataclass
 class Rows:
     """The rows of one file set, in processing order, kept per key where they share a value.

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trendconv import shards
+from trendconv.dump.parse import options_text
 from trendconv.errors import DataError
 from trendconv.faults import fault_point
 from trendconv.load import schema
@@ -127,8 +128,8 @@ class TrendDbBuilder:
             self._first = meta
         elif meta.get("options") != self._first.get("options"):
             raise DataError(
-                f"{shard.path}: parsed with {_options_text(meta)}, the other shards with "
-                f"{_options_text(self._first)}; re-run parse"
+                f"{shard.path}: parsed with {options_text(meta.get('options') or {})}, the other shards with "
+                f"{options_text(self._first.get('options') or {})}; re-run parse"
             )
 
     @property
@@ -186,10 +187,10 @@ class TrendDbBuilder:
         if self.index:
             self._build_indexes()
         self._conn.close()
+        self.seconds["index"] = time.perf_counter() - indexed
         fault_point("load-before-rename")
         summary = self._publish()
-        self.seconds["index"] = time.perf_counter() - indexed
-        self.seconds["finish"] = indexed - started
+        self.seconds["finish"] = time.perf_counter() - started - self.seconds["index"]
         return summary
 
     def _build_indexes(self) -> None:
@@ -262,12 +263,6 @@ def load_shards(
     except BaseException:
         builder.abort()
         raise
-
-
-def _options_text(meta: dict) -> str:
-    options = meta.get("options") or {}
-    mode = "micro-step" if options.get("micro_step") else "no-micro-step"
-    return f"{mode}, mapping sha256 {str(options.get('mapping_sha256'))[:12]}"
 
 
 def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Array:
