@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from trendconv.executors import InlineExecutor, ProcessExecutor, default_workers
+import os
+
+from trendconv.executors import InlineExecutor, ProcessExecutor, default_workers, local_executor
 
 
 def test_process_pool_keeps_at_most_two_tasks_per_worker_in_flight():
@@ -48,7 +50,12 @@ def test_closing_early_stops_submission():
     assert consumed[0] <= 5
 
 
-def test_default_workers_is_capped_by_the_task_count():
+def test_default_workers_is_the_cpu_count_capped_by_the_task_count():
     assert default_workers(1) == 1
     assert default_workers(0) == 1
-    assert default_workers(10_000) <= 128
+    assert default_workers(10_000) == min(os.cpu_count(), 128)
+
+
+def test_one_worker_runs_in_process_without_a_pool():
+    assert type(local_executor(1)) is InlineExecutor
+    assert (type(local_executor(2)), local_executor(2).workers) == (ProcessExecutor, 2)

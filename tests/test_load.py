@@ -109,6 +109,31 @@ def test_a1_micro_step_contents(a1_data, tmp_path):
     ]
 
 
+def test_tag_ids_follow_the_documented_order(a1_data, tmp_path):
+    """Metrics in order of their first target; inside one, tags in order of first use by its targets."""
+    db = convert(a1_data, tmp_path).db
+    assert query(db, "SELECT tag_id, tag_name, category, metric_id FROM monitoring_tags ORDER BY tag_id") == [
+        (1, "input.0", "index", 1),
+        (2, "Module", "default", 1),
+        (3, "net.Net", "module", 1),
+        (4, "output.0", "index", 1),
+        (5, "parameters.weight", "index", 1),
+        (6, "parameters", "default", 1),
+        (7, "Functional.linear", "function", 1),
+        (8, "input.0", "index", 3),  # recompute's first row comes before the first backward key
+        (9, "Functional.linear", "function", 3),
+        (10, "output.0", "index", 3),
+        (11, "input.0", "index", 2),
+        (12, "Module", "default", 2),
+        (13, "net.Net", "module", 2),
+        (14, "output.0", "index", 2),
+        (15, "Functional.linear", "function", 2),
+        (16, "Net.weight", "index", 4),
+        (17, "Module", "default", 4),
+        (18, "net", "module", 4),
+    ]
+
+
 def test_a1_step_mode_contents(a1_data, tmp_path):
     db = convert(a1_data, tmp_path, micro_step=False).db
     rows = trend(db)
