@@ -302,6 +302,12 @@ def test_empty_and_missing_data(tmp_path):
     empty = invoke("parse", tmp_path / "empty", "--work", tmp_path / "work")
     assert (empty.exit_code, empty.stderr) == (
         1,
+        f"error: {tmp_path / 'empty'}: neither dump data (step*/rank*/dump.json) nor monitor data (run directories "
+        "like 'Feb20_16-27-56-rank0-1a2b3c4d' holding <metric>_<a>-<b>.csv files)\n",
+    )
+    dump = invoke("parse", tmp_path / "empty", "--work", tmp_path / "work", "--format", "dump")
+    assert (dump.exit_code, dump.stderr) == (
+        1,
         f"error: {tmp_path / 'empty'}: no dump data: no 'step*' directories (expected names like 'step0')\n",
     )
     missing = invoke("parse", tmp_path / "nope", "--work", tmp_path / "work")

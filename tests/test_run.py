@@ -34,7 +34,7 @@ def test_run_summary_and_default_work(tmp_path):
     db = tmp_path / "out" / "dump_data.trend.db"
     assert lines[:6] == [
         f"wrote {db} ({db.stat().st_size} bytes)",
-        f"  files 4: 4 parsed, 0 reused (shards in {tmp_path / 'out' / '.trendconv'})",
+        f"  4 file sets: 4 parsed, 0 reused (shards in {tmp_path / 'out' / '.trendconv'})",
         "  rows 52, targets 6, tags 18, tag links 29",
         "  skipped 4 × null",
         "  skipped 4 × unsupported dtype",
@@ -75,7 +75,7 @@ def test_sigkill_then_rerun_gives_the_clean_db(tmp_path, fault):
         "load-shard@3": 3,
         "load-before-rename": 4,
     }[fault]
-    assert f"  files 4: {4 - reused} parsed, {reused} reused" in again.stdout
+    assert f"  4 file sets: {4 - reused} parsed, {reused} reused" in again.stdout
     assert (out / "dump_data.trend.db").read_bytes() == clean_db(data, tmp_path)
     assert sorted(p.name for p in out.iterdir()) == [".trendconv", "dump_data.trend.db"]
     assert sorted(p.name for p in (out / ".trendconv" / "shards").iterdir()) == [

@@ -14,19 +14,32 @@ from trendconv.executors import Executor, default_workers
 from trendconv.faults import fault_point
 from trendconv.jsonfile import read_json
 from trendconv.load import LoadSummary, TrendDbBuilder, load_shards
+from trendconv.load.monitor import MonitorDbBuilder, load_monitor_shards
 from trendconv.parse import ParseSummary, ParseTask, run_parse
+from trendconv.parse.formats import DUMP, FORMATS, MONITOR
+from trendconv.scan import has_dump_data
+from trendconv.scan.monitor import has_monitor_data
 
 __all__ = [
+    "DUMP",
+    "MONITOR",
     "ParseOptions",
     "RunSummary",
     "default_work",
+    "formats_in_data",
+    "formats_in_work",
+    "forget_other_formats",
     "load",
+    "load_all",
     "load_mapping",
     "make_executor",
     "parse",
+    "parse_all",
     "read_manifest_shards",
     "run",
+    "run_all",
 ]
+AUTO = "auto"
 
 DEFAULT_WORK = ".trendconv"
 MAX_LOCAL_DASK_WORKERS = 128
@@ -62,16 +75,68 @@ def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
     return tuple(mapping.items())
 
 
-def parse(data: Path, work: Path, options: ParseOptions, *, workers: int | None = None, **kwargs) -> ParseSummary:
-    """Parse DATA into shards under WORK (see trendconv.parse.run_parse for the callbacks)."""
-    with workdir.locked(work):
-        return run_parse(data, work, options, workers=workers, **kwargs)
+def formats_in_data(data: Path, input_format: str) -> list[str]:
+    """The formats to convert: the one asked for, or for `auto` every format found under DATA."""
+    if input_format in FORMATS:
+        return [input_format]
+    if input_format != AUTO:
+        raise UsageError(f"--format {input_format!r}: expected 'auto', 'dump' or 'monitor'")
+    if not data.is_dir():
+        raise UsageError(f"{data}: DATA does not exist" if not data.exists() else f"{data}: DATA is not a directory")
+    found = [fmt for fmt, present in ((DUMP, has_dump_data(data)), (MONITOR, has_monitor_data(data))) if present]
+    if not found:
+        raise DataError(
+            f"{data}: neither dump data (step*/rank*/dump.json) nor monitor data "
+            "(run directories like 'Feb20_16-27-56-rank0-1a2b3c4d' holding <metric>_<a>-<b>.csv files)"
+        )
+    return found
 
 
-def read_manifest_shards(work: Path) -> list[shards.Shard]:
-    """The complete shard set of WORK, in (step, rank) order, as the last finished parse left it."""
+def formats_in_work(work: Path) -> list[str]:
+    """The formats whose last parse into WORK finished (each has its manifest)."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
+    found = [fmt.name for fmt in FORMATS.values() if workdir.manifest_path(fmt.work_dir(work)).is_file()]
+    return found or [DUMP]  # reading the dump manifest then says what is missing
+
+
+def parse(
+    data: Path,
+    work: Path,
+    options: ParseOptions,
+    *,
+    workers: int | None = None,
+    input_format: str = DUMP,
+    **kwargs,
+) -> ParseSummary:
+    """Parse DATA's INPUT_FORMAT data into shards under WORK (see trendconv.parse.run_parse for the callbacks)."""
+    with workdir.locked(work):
+        return run_parse(data, work, options, workers=workers, input_format=input_format, **kwargs)
+
+
+def parse_all(
+    data: Path, work: Path, options: ParseOptions, *, input_format: str = AUTO, **kwargs
+) -> list[ParseSummary]:
+    """Parse every format asked for (or found, for auto); WORK then holds exactly these formats."""
+    formats = formats_in_data(data, input_format)
+    forget_other_formats(work, formats)
+    return [parse(data, work, options, input_format=fmt, **kwargs) for fmt in formats]
+
+
+def forget_other_formats(work: Path, formats: list[str]) -> None:
+    """WORK is to hold only FORMATS: a later `load` must not load an older parse of another format."""
+    with workdir.locked(work):
+        for fmt in FORMATS.values():
+            if fmt.name not in formats:
+                workdir.manifest_path(fmt.work_dir(work)).unlink(missing_ok=True)
+
+
+def read_manifest_shards(work: Path, input_format: str = DUMP) -> list[shards.Shard]:
+    """The complete shard set of WORK, in processing order, as the last finished parse left it."""
+    if not work.is_dir():
+        raise UsageError(f"{work}: WORK does not exist")
+    fmt = FORMATS[input_format]
+    work = fmt.work_dir(work)
     path = workdir.manifest_path(work)
     unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
     names = workdir.read_json_document(path, unfinished).get("shards")
@@ -83,7 +148,20 @@ def read_manifest_shards(work: Path) -> list[shards.Shard]:
         if not shard_file.is_file():
             raise DataError(f"{shard_file}: shard missing; run `trendconv parse` again to rebuild it")
         found.append(shards.Shard(shard_file, shards.read_meta(shard_file)))
-    return sorted(found, key=lambda shard: (shard.step, shard.rank))
+    return sorted(found, key=_shard_order)
+
+
+def _shard_order(shard: shards.Shard) -> tuple:
+    meta = shard.meta
+    if meta.get("input_format") == MONITOR:
+        return FORMATS[MONITOR].order(_csv_unit(meta))
+    return (shard.step, shard.rank)
+
+
+def _csv_unit(meta: dict):
+    from trendconv.scan.monitor import CsvFile
+
+    return CsvFile(meta["rank"], meta["run_dir"], meta["file"], meta["metric"], Path())
 
 
 def load(
@@ -93,13 +171,20 @@ def load(
     index: bool = True,
     on_plan: Callable[[list[shards.Shard]], None] | None = None,
     on_shard: Callable[[shards.Shard], None] | None = None,
+    input_format: str = DUMP,
 ) -> LoadSummary:
-    """Build OUT_DIR/dump_data.trend.db from the shards of WORK alone."""
+    """Build OUT_DIR/dump_data.trend.db (or monitor_data.trend.db) from the shards of WORK alone."""
     with workdir.locked(work):
-        shard_list = read_manifest_shards(work)
+        shard_list = read_manifest_shards(work, input_format)
         if on_plan:
             on_plan(shard_list)
-        return load_shards(shard_list, out_dir, index=index, on_shard=on_shard)
+        loader = load_monitor_shards if input_format == MONITOR else load_shards
+        return loader(shard_list, out_dir, index=index, on_shard=on_shard)
+
+
+def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
+    """Load every format whose parse into WORK finished."""
+    return [load(work, out_dir, input_format=fmt, **kwargs) for fmt in formats_in_work(work)]
 
 
 @dataclass
@@ -126,20 +211,39 @@ class _InOrderLoader:
         self.seconds = 0.0
 
     def plan(self, tasks: list[ParseTask]) -> None:
-        by_position = sorted(tasks, key=lambda task: (task.file_set.step, task.file_set.rank))
-        self.order = [task.shard_path for task in by_position]
+        self.order = [task.shard_path for task in sorted(tasks, key=lambda task: task.order)]
 
     def shard_ready(self, task: ParseTask, meta: dict) -> None:
         self.ready[task.shard_path] = meta
         started = time.perf_counter()
         while self.next < len(self.order) and self.order[self.next] in self.ready:
-            path = self.order[self.next]
-            shard = shards.Shard(path, self.ready.pop(path))
-            self.builder.add(shard)
+            self._load(self.order[self.next])
             self.next += 1
-            if self.on_loaded:
-                self.on_loaded(shard)
         self.seconds += time.perf_counter() - started
+
+    def _load(self, path: Path) -> None:
+        shard = shards.Shard(path, self.ready.pop(path))
+        self.builder.add(shard)
+        if self.on_loaded:
+            self.on_loaded(shard)
+
+    def finish(self) -> LoadSummary:
+        return self.builder.finish()
+
+
+class _AfterParseLoader(_InOrderLoader):
+    """Monitor data: a step's slots depend on every file (§7), so rows are loaded once all shards are ready."""
+
+    def shard_ready(self, task: ParseTask, meta: dict) -> None:
+        self.ready[task.shard_path] = meta
+
+    def finish(self) -> LoadSummary:
+        started = time.perf_counter()
+        self.builder.plan([self.ready[path] for path in self.order])
+        for path in self.order:
+            self._load(path)
+        self.seconds += time.perf_counter() - started
+        return self.builder.finish()
 
 
 def run(
@@ -151,16 +255,19 @@ def run(
     workers: int | None = None,
     executor: Executor | None = None,
     index: bool = True,
+    input_format: str = DUMP,
     on_plan: Callable[[list[ParseTask]], None] | None = None,
     on_parsed: Callable[[ParseTask, dict, bool], None] | None = None,
     on_loaded: Callable[[shards.Shard], None] | None = None,
 ) -> RunSummary:
-    """Parse and load at once: the loader takes each shard, in order, as soon as it is ready."""
+    """Parse and load at once: for dump data the loader takes each shard, in order, as soon as it is ready."""
     work = work or default_work(out_dir)
     started = time.perf_counter()
     with workdir.locked(work):
-        builder = TrendDbBuilder(out_dir, index=index)
-        loader = _InOrderLoader(builder, on_loaded)
+        if input_format == MONITOR:
+            loader = _AfterParseLoader(MonitorDbBuilder(out_dir, index=index), on_loaded)
+        else:
+            loader = _InOrderLoader(TrendDbBuilder(out_dir, index=index), on_loaded)
         try:
             parsed = run_parse(
                 data,
@@ -168,24 +275,34 @@ def run(
                 options,
                 workers=workers,
                 executor=executor,
+                input_format=input_format,
                 on_plan=_both(loader.plan, on_plan),
                 on_shard=_both(lambda task, meta, reused: loader.shard_ready(task, meta), on_parsed),
             )
             parse_done = time.perf_counter()
             fault_point("run-between-stages")
-            loaded = builder.finish()
+            loaded = loader.finish()
         except BaseException:
-            builder.abort()
+            loader.builder.abort()
             raise
     finished = time.perf_counter()
     seconds = {
         "scan": parsed.scan_seconds,
         "parse": parse_done - started - parsed.scan_seconds,
-        "load": loader.seconds + builder.seconds["finish"],
-        "index": builder.seconds["index"],
+        "load": loader.seconds + loader.builder.seconds["finish"],
+        "index": loader.builder.seconds["index"],
         "total": finished - started,
     }
     return RunSummary(parsed, loaded, work, seconds)
+
+
+def run_all(
+    data: Path, out_dir: Path, options: ParseOptions, *, input_format: str = AUTO, **kwargs
+) -> list[RunSummary]:
+    """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR."""
+    formats = formats_in_data(data, input_format)
+    forget_other_formats(kwargs.get("work") or default_work(out_dir), formats)
+    return [run(data, out_dir, options, input_format=fmt, **kwargs) for fmt in formats]
 
 
 def _both(first: Callable, second: Callable | None) -> Callable:

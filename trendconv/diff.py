@@ -24,7 +24,9 @@ IDENTITIES = {
 }
 OWN_ID = {owner: column for column, (owner, _) in IDENTITIES.items()}
 BY_NAMES = {*OWN_ID, "tag_target_mapping", "trend_data"}  # the tables whose ids are replaced by names
-ORDERED = "global_stats"  # compared as a list in rowid order; every other table as a multiset
+# Compared as a list in rowid order, columns matched by name and each metric's stat list as a set: msprobe
+# writes monitor metric columns in listing order and stat names in hash order. Every other table: a multiset.
+ORDERED = "global_stats"
 
 Schema = dict[str, tuple[tuple[str, str], ...]]  # table -> ((column, declared type), ...)
 
@@ -120,7 +122,10 @@ def _schema_diff(table: str, schema_a: Schema, schema_b: Schema) -> TableDiff | 
         return TableDiff(table, note="table only in a")
     if table not in schema_a:
         return TableDiff(table, note="table only in b")
-    if schema_a[table] != schema_b[table]:
+    columns_a, columns_b = schema_a[table], schema_b[table]
+    if table == ORDERED:
+        columns_a, columns_b = sorted(columns_a), sorted(columns_b)
+    if columns_a != columns_b:
         return TableDiff(table, note=f"columns differ: a {_columns(schema_a[table])} vs b {_columns(schema_b[table])}")
     return None
 
@@ -141,8 +146,9 @@ def _named_ids(schema_a: Schema, schema_b: Schema) -> set[str]:
 
 def _rows_diff(table, columns, named, db_a, db_b, limit) -> TableDiff | None:
     if table == ORDERED:
-        sql = f"SELECT * FROM {_q(table)} ORDER BY rowid"
-        return _collect(table, _positional(_read(db_a, sql), _read(db_b, sql)), _numbered(columns), limit)
+        sql = f"SELECT {', '.join(map(_q, columns))} FROM {_q(table)} ORDER BY rowid"
+        differences = _positional(_read(db_a, sql), _read(db_b, sql), key=_stat_sets)
+        return _collect(table, differences, _numbered(columns), limit)
     query = _Query(named if table in BY_NAMES else set())
     own_id = OWN_ID.get(table)  # dropped when the ids are replaced by names, else compared as stored
     parts = [query.column("r", column) for column in columns if column != own_id or own_id not in query.named]
@@ -249,11 +255,16 @@ def _order(values: tuple) -> tuple:
     )
 
 
-def _positional(rows_a: Iterable[tuple], rows_b: Iterable[tuple]) -> Iterator[tuple[tuple, int]]:
-    """Rows that differ position by position, as ((position, row), +1 for a / -1 for b)."""
+def _positional(rows_a: Iterable[tuple], rows_b: Iterable[tuple], key: Callable) -> Iterator[tuple[tuple, int]]:
+    """Rows whose KEY differs position by position, as ((position, row), +1 for a / -1 for b)."""
     for position, (row_a, row_b) in enumerate(zip_longest(rows_a, rows_b), start=1):
-        if row_a != row_b:
+        if row_a is None or row_b is None or key(row_a) != key(row_b):
             yield from (((position, row), side) for row, side in ((row_a, 1), (row_b, -1)) if row is not None)
+
+
+def _stat_sets(row: tuple) -> tuple:
+    """A global_stats row with each stat list ('norm,min,max') in sorted order."""
+    return tuple(",".join(sorted(value.split(","))) if isinstance(value, str) else value for value in row)
 
 
 def _numbered(columns: list[str]) -> Callable[[tuple], str]:

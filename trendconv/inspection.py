@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 from trendconv import shards, workdir
-from trendconv.dump.parse import options_text
+from trendconv.dump.parse import ParseOptions, options_text
 from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.load.schema import METRICS
-from trendconv.parse import CORRUPT, MISSING, OK, status_of
+from trendconv.parse import CORRUPT, MISSING, OK, ParseTask, status_of
 from trendconv.scan import scan
 
 
@@ -40,9 +40,9 @@ def _entries(work: Path, data: Path, options: dict) -> tuple[list[dict], str | N
 
 
 def _entry(work: Path, file_set, options: dict) -> dict:
-    path = shards.shard_path(work, file_set.step, file_set.rank)
-    status, meta = status_of(path, file_set, options)
-    return _describe(file_set.step, file_set.rank, path, status, meta)
+    task = ParseTask(file_set, ParseOptions(micro_step=bool(options.get("micro_step"))), work)
+    status, meta = status_of(task, options)
+    return _describe(file_set.step, file_set.rank, task.shard_path, status, meta)
 
 
 def _entry_without_source(path: Path) -> dict:

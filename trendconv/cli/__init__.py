@@ -12,7 +12,7 @@ import typer
 from trendconv import __version__, api, inspection
 from trendconv import diff as diff_module
 from trendconv.cli import report
-from trendconv.errors import DataError, ExitStatus, TrendconvError, UsageError
+from trendconv.errors import DataError, ExitStatus, TrendconvError
 from trendconv.executors import MAX_WORKERS
 
 app = typer.Typer(
@@ -60,6 +60,36 @@ Scheduler = Annotated[
         help="Dask scheduler address (tcp://host:8786). Without it, --executor dask starts a local cluster.",
     ),
 ]
+
+
+def _format_choice(value: str) -> str:
+    if value not in ("auto", "dump", "monitor"):
+        raise typer.BadParameter(f"{value!r} is not one of 'auto', 'dump', 'monitor'", param_hint="'--format'")
+    return value
+
+
+Format = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        metavar="auto|dump|monitor",
+        callback=_format_choice,
+        help="What DATA holds: dump (step*/rank*/dump.json), monitor (the training monitor's CSV run directories) "
+        "or auto (each of them that is found; each gets its own database).",
+    ),
+]
+DataArgument = Annotated[
+    Path,
+    typer.Argument(
+        metavar="DATA",
+        help="msprobe output: a dump directory (parent of step*) or a monitor output directory (parent of the "
+        "<time>-rank<R>-<id> run directories).",
+    ),
+]
+DbOption = Annotated[
+    Path,
+    typer.Option("--db", help="Output directory: DB/dump_data.trend.db and/or DB/monitor_data.trend.db."),
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars and no summary; errors only.")]
 NoIndex = Annotated[
     bool, typer.Option("--no-index", help="Skip the read indexes and ANALYZE (smaller file, slower plugin).")
@@ -102,10 +132,9 @@ def _main(
 @app.command()
 @_handles_errors
 def parse(
-    data: Annotated[
-        Path, typer.Argument(metavar="DATA", help="The msprobe dump directory: the parent of the step* directories.")
-    ],
+    data: DataArgument,
     work: Annotated[Path, typer.Option("--work", help="Where the Parquet shards go (created if needed).")],
+    input_format: Format = "auto",
     workers: Workers = None,
     micro_step: MicroStep = True,
     mapping: Mapping = None,
@@ -113,7 +142,7 @@ def parse(
     scheduler: Scheduler = None,
     quiet: Quiet = False,
 ) -> None:
-    """Parse DATA into one Parquet shard per (step, rank) under WORK/shards.
+    """Parse DATA into Parquet shards under WORK: one per (step, rank) of dump data, one per monitor CSV file.
 
     Finished shards whose sources and options are unchanged are reused, so an interrupted parse
     resumes where it stopped.
@@ -121,46 +150,55 @@ def parse(
     Example: trendconv parse ./dump --work ./work --workers 4
     """
     options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
-    with report.ParseProgress(enabled=not quiet) as progress:
-        summary = api.parse(
-            data,
-            work,
-            options,
-            workers=workers,
-            executor=api.make_executor(executor, scheduler, workers),
-            on_plan=progress.plan,
-            on_shard=progress.shard,
-        )
-    report.finish(lambda done: report.print_parse_summary(done, work), summary, summary.warnings, quiet=quiet)
+    chosen = api.make_executor(executor, scheduler, workers)
+    formats = api.formats_in_data(data, input_format)
+    api.forget_other_formats(work, formats)
+    for fmt in formats:
+        with report.ParseProgress(enabled=not quiet) as progress:
+            summary = api.parse(
+                data,
+                work,
+                options,
+                workers=workers,
+                executor=chosen,
+                input_format=fmt,
+                on_plan=progress.plan,
+                on_shard=progress.shard,
+            )
+        report.finish(lambda done: report.print_parse_summary(done, work), summary, summary.warnings, quiet=quiet)
 
 
 @app.command()
 @_handles_errors
 def load(
     work: Annotated[Path, typer.Argument(metavar="WORK", help="A WORK directory written by `trendconv parse`.")],
-    db: Annotated[Path, typer.Option("--db", help="Output directory; the database is DB/dump_data.trend.db.")],
+    db: DbOption,
     no_index: NoIndex = False,
     quiet: Quiet = False,
 ) -> None:
-    """Load the shards of WORK into DB/dump_data.trend.db, replacing it atomically.
+    """Load the shards of WORK into DB/dump_data.trend.db and/or DB/monitor_data.trend.db, atomically.
 
-    Needs only the shards: the raw dumps may be gone. Re-run it after a schema change.
+    Needs only the shards: the raw data may be gone. Re-run it after a schema change.
 
     Example: trendconv load ./work --db ./out
     """
-    with report.LoadProgress(enabled=not quiet) as progress:
-        summary = api.load(work, db, index=not no_index, on_shard=progress.shard, on_plan=progress.plan)
-    report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
+    for fmt in api.formats_in_work(work):
+        with report.LoadProgress(enabled=not quiet) as progress:
+            summary = api.load(
+                work, db, index=not no_index, input_format=fmt, on_shard=progress.shard, on_plan=progress.plan
+            )
+        report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
 
 
 @app.command()
 @_handles_errors
 def run(
-    data: Annotated[Path, typer.Argument(metavar="DATA", help="The msprobe dump directory (parent of step*).")],
-    db: Annotated[Path, typer.Option("--db", help="Output directory; the database is DB/dump_data.trend.db.")],
+    data: DataArgument,
+    db: DbOption,
     work: Annotated[
         Path | None, typer.Option("--work", help="Where shards go. Default: DB/.trendconv (kept, for re-loads).")
     ] = None,
+    input_format: Format = "auto",
     workers: Workers = None,
     micro_step: MicroStep = True,
     mapping: Mapping = None,
@@ -169,30 +207,45 @@ def run(
     scheduler: Scheduler = None,
     quiet: Quiet = False,
 ) -> None:
-    """Parse and load in one go; loading overlaps parsing. Re-running resumes after a crash or Ctrl-C.
+    """Parse and load in one go (dump data: loading overlaps parsing). Re-running resumes after a crash or Ctrl-C.
 
     Example: trendconv run ./dump --db ./out --workers 4
     """
     options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
     chosen = api.make_executor(executor, scheduler, workers)
-    _run(data, db, options, work=work, workers=workers, executor=chosen, index=not no_index, quiet=quiet)
+    _run(
+        data,
+        db,
+        options,
+        input_format,
+        work=work,
+        workers=workers,
+        executor=chosen,
+        index=not no_index,
+        quiet=quiet,
+    )
 
 
-def _run(data, db, options, *, work, workers, index, quiet, executor=None) -> None:
-    with report.RunProgress(enabled=not quiet) as progress:
-        summary = api.run(
-            data,
-            db,
-            options,
-            work=work,
-            workers=workers,
-            executor=executor,
-            index=index,
-            on_plan=progress.plan,
-            on_parsed=progress.parsed,
-            on_loaded=progress.loaded,
-        )
-    report.finish(report.print_run_summary, summary, summary.parse.warnings + summary.load.warnings, quiet=quiet)
+def _run(data, db, options, input_format, *, work, workers, index, quiet, executor=None) -> None:
+    formats = api.formats_in_data(data, input_format)
+    api.forget_other_formats(work or api.default_work(db), formats)
+    for fmt in formats:
+        with report.RunProgress(enabled=not quiet) as progress:
+            summary = api.run(
+                data,
+                db,
+                options,
+                work=work,
+                workers=workers,
+                executor=executor,
+                index=index,
+                input_format=fmt,
+                on_plan=progress.plan,
+                on_parsed=progress.parsed,
+                on_loaded=progress.loaded,
+            )
+        warnings = summary.parse.warnings + summary.load.warnings
+        report.finish(report.print_run_summary, summary, warnings, quiet=quiet)
 
 
 @app.command()
@@ -242,11 +295,11 @@ def _msprobe_bool(value: str) -> bool:
 @app.command()
 @_handles_errors
 def data2db(
-    data: Annotated[Path, typer.Option("--data", help="Input data directory (parent of step*).")],
-    db: Annotated[Path, typer.Option("--db", help="Output directory for dump_data.trend.db.")],
-    input_format: Annotated[
-        str, typer.Option("--format", help="auto, dump or monitor. trendconv converts dump data.")
-    ] = "auto",
+    data: Annotated[
+        Path, typer.Option("--data", help="Input data directory (parent of step*, or of the monitor run directories).")
+    ],
+    db: Annotated[Path, typer.Option("--db", help="Output directory for dump_data.trend.db / monitor_data.trend.db.")],
+    input_format: Format = "auto",
     mapping: Mapping = None,
     micro_step: Annotated[
         str, typer.Option("--micro_step", help="true or false, any letter case (msprobe's spelling).")
@@ -259,12 +312,8 @@ def data2db(
 
     Example: trendconv data2db --data ./dump --db ./out --micro_step true --process_num 4
     """
-    if input_format not in ("auto", "dump", "monitor"):
-        raise typer.BadParameter(f"{input_format!r} is not one of 'auto', 'dump', 'monitor'", param_hint="'--format'")
-    if input_format == "monitor":
-        raise UsageError("--format monitor: monitor CSV data is not supported by this trendconv version yet")
     options = api.ParseOptions(micro_step=_msprobe_bool(micro_step), mapping=api.load_mapping(mapping))
-    _run(data, db, options, work=None, workers=process_num, index=True, quiet=False)
+    _run(data, db, options, input_format, work=None, workers=process_num, index=True, quiet=False)
 
 
 def main(argv: list[str] | None = None) -> None:

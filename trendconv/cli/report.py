@@ -102,10 +102,20 @@ def _skipped_lines(skipped: Counter | dict) -> list[str]:
     return [f"  skipped {count} × {reason}" for reason, count in sorted(skipped.items())]
 
 
+def _skipped_file_lines(parsed) -> list[str]:
+    return [f"  skipped {count} files: {reason}" for reason, count in sorted(parsed.skipped_files.items())]
+
+
+def _units(parsed) -> str:
+    return f"{parsed.files} monitor CSV files" if parsed.input_format == "monitor" else f"{parsed.files} file sets"
+
+
 def print_parse_summary(summary, work) -> None:
+    shard_dir = f"{work}/monitor/shards" if summary.input_format == "monitor" else f"{work}/shards"
     lines = [
-        f"parsed {summary.files} file sets into {work}/shards: {summary.parsed} parsed, {summary.reused} reused",
+        f"parsed {_units(summary)} into {shard_dir}: {summary.parsed} parsed, {summary.reused} reused",
         f"  rows {summary.rows}",
+        *_skipped_file_lines(summary),
         *_skipped_lines(summary.skipped),
     ]
     if summary.removed_orphans:
@@ -126,10 +136,11 @@ def print_run_summary(summary) -> None:
     parsed, loaded, seconds = summary.parse, summary.load, summary.seconds
     lines = [
         f"wrote {loaded.db} ({loaded.size} bytes)",
-        f"  files {parsed.files}: {parsed.parsed} parsed, {parsed.reused} reused (shards in {summary.work})",
+        f"  {_units(parsed)}: {parsed.parsed} parsed, {parsed.reused} reused (shards in {summary.work})",
         f"  rows {loaded.rows}, targets {loaded.targets}, tags {loaded.tags}, tag links {loaded.tag_links}",
     ]
     lines += _duplicates_lines(loaded)
+    lines += _skipped_file_lines(parsed)
     lines += _skipped_lines(parsed.skipped)
     lines.append(
         f"  time: scan {seconds['scan']:.2f}s, parse {seconds['parse']:.2f}s, "

@@ -102,9 +102,7 @@ class TrendDbBuilder:
         self._steps: list[int] = []
         self._max_rank = 0
         self.seconds = {"finish": 0.0, "index": 0.0}
-        out_dir.mkdir(parents=True, exist_ok=True)
-        _remove_dead_temporaries(out_dir)
-        self.tmp = out_dir / f".{schema.DB_NAME}.{os.getpid()}.tmp"
+        self.tmp = prepare_build(out_dir, schema.DB_NAME)
         self._conn = _create(self.tmp)
 
     def add(self, shard: shards.Shard) -> None:
@@ -158,7 +156,7 @@ class TrendDbBuilder:
                 "step": steps,
                 "target_id": target_ids,
                 "metric_id": metric_ids,
-                **{stat: _clean(table[stat]) for stat in schema.STATS},
+                **{stat: clean_values(table[stat]) for stat in schema.STATS},
             }
         ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
         before = self._conn.total_changes
@@ -185,20 +183,13 @@ class TrendDbBuilder:
         self._conn.commit()
         indexed = time.perf_counter()
         if self.index:
-            self._build_indexes()
+            build_indexes(self._conn)
         self._conn.close()
         self.seconds["index"] = time.perf_counter() - indexed
         fault_point("load-before-rename")
         summary = self._publish()
         self.seconds["finish"] = time.perf_counter() - started - self.seconds["index"]
         return summary
-
-    def _build_indexes(self) -> None:
-        for statement in schema.CREATE_INDEXES:
-            self._conn.execute(statement)
-        self._conn.commit()
-        self._conn.execute("ANALYZE")
-        self._conn.commit()
 
     def _write_targets(self) -> None:
         targets = ((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())
@@ -227,17 +218,7 @@ class TrendDbBuilder:
         self.summary.tags, self.summary.tag_links = len(tag_ids), len(links)
 
     def _publish(self) -> LoadSummary:
-        _fsync(self.tmp)
-        os.replace(self.tmp, self.final)
-        _fsync(self.out_dir)
-        self.summary.db = self.final
-        self.summary.size = self.final.stat().st_size
-        if self.summary.size > PLUGIN_SIZE_LIMIT:
-            self.summary.warnings.append(
-                f"{self.final}: {self.summary.size} bytes is over the Trend Analyzer's 5 GiB limit; "
-                "the plugin will refuse it"
-            )
-        return self.summary
+        return publish(self.tmp, self.final, self.summary)
 
     def abort(self) -> None:
         try:
@@ -275,7 +256,7 @@ def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Ar
     return lookup.take(metrics.indices)
 
 
-def _clean(column: pa.ChunkedArray) -> pa.Array:
+def clean_values(column: pa.ChunkedArray) -> pa.Array:
     """§7 steps 3-5: ±inf to ±(1e9+1), clip to ±1e9, NaN to NULL (as SQLite stores a bound NaN)."""
     values = column.combine_chunks()
     clipped = pc.max_element_wise(pc.min_element_wise(values, schema.VALUE_LIMIT), -schema.VALUE_LIMIT)
@@ -285,16 +266,50 @@ def _clean(column: pa.ChunkedArray) -> pa.Array:
 
 
 def _create(path: Path) -> sqlite3.Connection:
+    conn = open_build(path)
+    for statement in schema.CREATE_TABLES:
+        conn.execute(statement)
+    conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in schema.METRICS))
+    return conn
+
+
+def prepare_build(out_dir: Path, db_name: str) -> Path:
+    """The private temporary path a database is built at, after removing those of killed loads."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _remove_dead_temporaries(out_dir, db_name)
+    return out_dir / f".{db_name}.{os.getpid()}.tmp"
+
+
+def open_build(path: Path) -> sqlite3.Connection:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DB_MODE)
     os.fchmod(fd, DB_MODE)  # whatever the umask: the plugin refuses group/other-writable files
     os.close(fd)
     conn = sqlite3.connect(path, isolation_level="DEFERRED")
     for pragma in schema.BUILD_PRAGMAS:
         conn.execute(pragma)
-    for statement in schema.CREATE_TABLES:
-        conn.execute(statement)
-    conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in schema.METRICS))
     return conn
+
+
+def build_indexes(conn: sqlite3.Connection) -> None:
+    for statement in schema.CREATE_INDEXES:
+        conn.execute(statement)
+    conn.commit()
+    conn.execute("ANALYZE")
+    conn.commit()
+
+
+def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
+    """Move the finished build into place atomically and durably."""
+    _fsync(tmp)
+    os.replace(tmp, final)
+    _fsync(final.parent)
+    summary.db = final
+    summary.size = final.stat().st_size
+    if summary.size > PLUGIN_SIZE_LIMIT:
+        summary.warnings.append(
+            f"{final}: {summary.size} bytes is over the Trend Analyzer's 5 GiB limit; the plugin will refuse it"
+        )
+    return summary
 
 
 def _fsync(path: Path) -> None:
@@ -305,9 +320,9 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _remove_dead_temporaries(out_dir: Path) -> None:
+def _remove_dead_temporaries(out_dir: Path, db_name: str) -> None:
     """Temporary builds of killed loads: `.<db>.<pid>.tmp` whose process is gone."""
-    for path in out_dir.glob(f".{schema.DB_NAME}.*.tmp"):
+    for path in out_dir.glob(f".{db_name}.*.tmp"):
         pid = path.name.rsplit(".", 2)[-2]
         if pid.isdigit() and not _alive(int(pid)):
             path.unlink(missing_ok=True)

@@ -1,9 +1,13 @@
-"""The dump trend database schema (dump-format.md §8.2-§8.3) and the read indexes: the one place to edit.
+"""The trend database schemas (dump-format.md §8.2-§8.3, monitor-format.md §5) and the read indexes.
+
+This is the one place to edit them.
 
 A change here followed by `trendconv load WORK --db OUT` gives the new database without re-parsing.
 """
 
 from __future__ import annotations
+
+from trendconv.monitor import rules as monitor_rules
 
 DB_NAME = "dump_data.trend.db"
 METRICS = ("forward", "backward", "recompute", "parameters_grad")
@@ -12,7 +16,8 @@ STAT_LIST = ",".join(STATS)
 VALUE_LIMIT = 1e9
 INF_VALUE = VALUE_LIMIT + 1
 
-CREATE_TABLES = (
+# The tables both databases share; only trend_data's stat columns and global_stats differ.
+DIMENSION_TABLES = (
     """CREATE TABLE IF NOT EXISTS monitoring_targets (
     target_id INTEGER PRIMARY KEY AUTOINCREMENT,
     target_name TEXT NOT NULL,
@@ -40,17 +45,27 @@ CREATE_TABLES = (
     FOREIGN KEY (tag_id) REFERENCES monitoring_tags(tag_id),
     FOREIGN KEY (target_id) REFERENCES monitoring_target(target_id)
 )""",
-    f"""CREATE TABLE IF NOT EXISTS trend_data (
+)
+
+
+def trend_data_ddl(stats) -> str:
+    return f"""CREATE TABLE IF NOT EXISTS trend_data (
     rank INTEGER NOT NULL,
     step INTEGER NOT NULL,
     target_id INTEGER NOT NULL,
     metric_id INTEGER NOT NULL,
-    {", ".join(f"{stat} REAL DEFAULT NULL" for stat in STATS)},
+    {", ".join(f"{stat} REAL DEFAULT NULL" for stat in stats)},
     PRIMARY KEY (rank, step, target_id, metric_id),
     FOREIGN KEY (target_id) REFERENCES monitoring_targets(target_id),
     FOREIGN KEY (metric_id) REFERENCES monitoring_metrics(metric_id)
-) WITHOUT ROWID""",
-)
+) WITHOUT ROWID"""
+
+
+def insert_trend(stats) -> str:
+    return f"INSERT OR IGNORE INTO trend_data VALUES ({', '.join('?' * (4 + len(stats)))})"
+
+
+CREATE_TABLES = (*DIMENSION_TABLES, trend_data_ddl(STATS))
 
 # Created after the data, as the reference does; the plugin orders it by ROWID, so never WITHOUT ROWID.
 CREATE_GLOBAL_STATS = f"""CREATE TABLE IF NOT EXISTS global_stats (
@@ -62,7 +77,7 @@ CREATE_GLOBAL_STATS = f"""CREATE TABLE IF NOT EXISTS global_stats (
 
 INSERT_METRIC = "INSERT OR IGNORE INTO monitoring_metrics (metric_name) VALUES (?)"
 INSERT_TARGET = "INSERT INTO monitoring_targets (target_id, target_name, vpp_stage, micro_step) VALUES (?, ?, ?, ?)"
-INSERT_TREND = f"INSERT OR IGNORE INTO trend_data VALUES ({', '.join('?' * (4 + len(STATS)))})"
+INSERT_TREND = insert_trend(STATS)
 INSERT_GLOBAL_STATS = f"INSERT INTO global_stats VALUES ({', '.join('?' * (3 + len(METRICS)))})"
 INSERT_TAG = "INSERT INTO monitoring_tags (tag_id, tag_name, category, metric_id) VALUES (?, ?, ?, ?)"
 INSERT_TAG_TARGET = "INSERT INTO tag_target_mapping (tag_id, target_id) VALUES (?, ?)"
@@ -84,5 +99,22 @@ BUILD_PRAGMAS = (
 )
 
 
-def metric_ids() -> dict[str, int]:
-    return {metric: position + 1 for position, metric in enumerate(METRICS)}
+def metric_ids(metrics=METRICS) -> dict[str, int]:
+    return {metric: position + 1 for position, metric in enumerate(metrics)}
+
+
+# monitor_data.trend.db (monitor-format.md §5-§6): stat columns as found in the data, in this canonical order.
+MONITOR_DB_NAME = "monitor_data.trend.db"
+MONITOR_METRICS = monitor_rules.METRICS
+MONITOR_STATS = monitor_rules.STATS
+
+
+def monitor_global_stats_ddl(metrics) -> str:
+    """The monitor layout puts the step bounds first; one TEXT column per metric follows."""
+    columns = ["min_step INTEGER DEFAULT 0", "max_step INTEGER DEFAULT 0", "max_rank INTEGER DEFAULT 0"]
+    columns += [f"{metric} TEXT DEFAULT NULL" for metric in metrics]
+    return "CREATE TABLE IF NOT EXISTS global_stats (\n    " + ",\n    ".join(columns) + "\n)"
+
+
+def insert_global_stats(columns: int) -> str:
+    return f"INSERT INTO global_stats VALUES ({', '.join('?' * columns)})"

@@ -1,4 +1,6 @@
-"""The parse stage: scan DATA, then turn each (step, rank) file set into one shard, in parallel workers.
+"""The parse stage: scan DATA, then turn each unit of input into one shard, in parallel workers.
+
+A unit is a (step, rank) file set of dump data or one monitor CSV file (see trendconv.parse.formats).
 
 A shard whose sources and parse options are unchanged is reused, so an interrupted parse resumes where
 it stopped. A manifest written last (`WORK/manifest.json`) says the set of shards is complete.
@@ -13,48 +15,54 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trendconv import __version__, shards, workdir
-from trendconv.dump.parse import ParseOptions, Rows, parse_file_set
-from trendconv.errors import DataError, TrendconvError, where
+from trendconv.dump.parse import ParseOptions
+from trendconv.errors import DataError, TrendconvError
 from trendconv.executors import Executor, default_workers, local_executor
 from trendconv.faults import fault_point
-from trendconv.scan import FileSet, ScanResult, scan
+from trendconv.parse.formats import DUMP, FORMATS, Scanned
+from trendconv.scan import FileSet
+from trendconv.scan.monitor import CsvFile
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 
 
 @dataclass(frozen=True)
 class ParseTask:
-    file_set: FileSet
+    unit: FileSet | CsvFile  # a dump file set or a monitor CSV file
     options: ParseOptions
-    work: Path
+    work: Path  # the format's part of WORK
+    input_format: str = DUMP
+
+    @property
+    def format(self):
+        return FORMATS[self.input_format]
 
     @property
     def shard_path(self) -> Path:
-        return shards.shard_path(self.work, self.file_set.step, self.file_set.rank)
+        return self.format.shard_path(self.work, self.unit)
+
+    @property
+    def order(self) -> tuple:
+        return self.format.order(self.unit)
 
 
 @dataclass
 class ParseSummary:
+    input_format: str = DUMP
     files: int = 0
     parsed: int = 0
     reused: int = 0
     rows: int = 0
     skipped: Counter = field(default_factory=Counter)
+    skipped_files: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     removed_orphans: int = 0
     scan_seconds: float = 0.0
 
 
-def source_files(file_set: FileSet, micro_step: bool) -> list[tuple[str, Path]]:
-    files = [(file_set.relative("dump.json"), file_set.dump_json)]
-    if micro_step:
-        files.append((file_set.relative("construct.json"), file_set.construct_json))
-    return files
-
-
-def describe_sources(file_set: FileSet, micro_step: bool) -> list[dict]:
+def describe_sources(task: ParseTask) -> list[dict]:
     described = []
-    for relative, path in source_files(file_set, micro_step):
+    for relative, path in task.format.sources(task.unit, task.options.micro_step):
         try:
             stat = path.stat()
         except OSError:
@@ -64,45 +72,30 @@ def describe_sources(file_set: FileSet, micro_step: bool) -> list[dict]:
     return described
 
 
-def shard_meta(task: ParseTask, sources: list[dict], rows: Rows) -> dict:
-    return {
+def parse_task(task: ParseTask) -> dict:
+    """Worker entry point: parse one unit, write its shard, return its (small) metadata."""
+    sources = describe_sources(task)
+    table, described = task.format.parse(task.unit, task.options)
+    meta = {
         "shard_format": shards.SHARD_FORMAT,
         "trendconv_version": __version__,
-        "input_format": "dump",
+        "input_format": task.input_format,
         "options": task.options.describe(),
-        "step": task.file_set.step,
-        "rank": task.file_set.rank,
-        "item": task.file_set.item,
         "sources": sources,
-        "micro_steps": rows.micro_steps,
-        "rows": len(rows),
-        "rows_per_metric": dict(sorted(rows.metric_counts().items())),
-        "skipped": dict(sorted(rows.skipped.items())),
+        **described,
     }
-
-
-def parse_task(task: ParseTask) -> dict:
-    """Worker entry point: parse one file set, write its shard, return its (small) metadata."""
-    sources = describe_sources(task.file_set, task.options.micro_step)
-    rows = parse_file_set(task.file_set, task.options)
-    meta = shard_meta(task, sources, rows)
     fault_point("parse-before-write")
-    shards.write_shard(task.shard_path, _table_of(task.file_set, rows), meta)
+    shards.write_shard(task.shard_path, table, meta)
     fault_point("parse-shard")
     return meta
 
 
-def _table_of(file_set: FileSet, rows: Rows):
-    constants = {"step": file_set.step, "rank": file_set.rank, "vpp_stage": 0}
-    return shards.build_table(rows.columns(), constants, len(rows))
+def status_of(task: ParseTask, described: dict | None = None) -> tuple[str, dict | None]:
+    """ok (reusable), stale (sources or options changed), corrupt (unreadable) or missing.
 
-
-def shard_status(task: ParseTask) -> tuple[str, dict | None]:
-    return status_of(task.shard_path, task.file_set, task.options.describe())
-
-
-def status_of(path: Path, file_set: FileSet, options: dict) -> tuple[str, dict | None]:
-    """ok (reusable), stale (sources or options changed), corrupt (unreadable) or missing."""
+    DESCRIBED stands in for the task's `options.describe()` where only that document is known (inspect).
+    """
+    path = task.shard_path
     if not path.is_file():
         return MISSING, None
     try:
@@ -111,15 +104,18 @@ def status_of(path: Path, file_set: FileSet, options: dict) -> tuple[str, dict |
         return CORRUPT, None
     fresh = (
         meta.get("shard_format") == shards.SHARD_FORMAT
-        and meta.get("options") == options
-        and meta.get("sources") == describe_sources(file_set, options["micro_step"])
+        and meta.get("input_format", DUMP) == task.input_format
+        and meta.get("options") == (described or task.options.describe())
+        and meta.get("sources") == describe_sources(task)
     )
     return (OK if fresh else STALE), meta
 
 
-def plan(data: Path, work: Path, options: ParseOptions) -> tuple[ScanResult, list[ParseTask]]:
-    result = scan(data)
-    return result, [ParseTask(file_set, options, work) for file_set in result.file_sets]
+def plan(data: Path, work: Path, options: ParseOptions, input_format: str = DUMP) -> tuple[Scanned, list[ParseTask]]:
+    fmt = FORMATS[input_format]
+    scanned = fmt.scan(data)
+    tasks = [ParseTask(unit, options, fmt.work_dir(work), input_format) for unit in scanned.units]
+    return scanned, tasks
 
 
 def run_parse(
@@ -131,23 +127,26 @@ def run_parse(
     executor: Executor | None = None,
     on_shard: Callable[[ParseTask, dict, bool], None] | None = None,
     on_plan: Callable[[list[ParseTask]], None] | None = None,
+    input_format: str = DUMP,
 ) -> ParseSummary:
-    """Parse DATA into WORK.
+    """Parse the INPUT_FORMAT data of DATA into WORK.
 
     `on_plan(tasks)` is called once the scan is done, `on_shard(task, meta, reused)` as each shard is
     ready (reused shards first, then parsed ones as workers finish them).
     """
     started = time.perf_counter()
-    scanned, tasks = plan(data, work, options)
-    summary = ParseSummary(files=len(tasks), warnings=list(scanned.warnings))
+    scanned, tasks = plan(data, work, options, input_format)
+    summary = ParseSummary(input_format, files=len(tasks), warnings=list(scanned.warnings))
+    summary.skipped_files = scanned.skipped_files
+    work = FORMATS[input_format].work_dir(work)
     summary.scan_seconds = time.perf_counter() - started
     if on_plan:
         on_plan(tasks)
-    _start_work(data, work, options)
+    _start_work(data, work, options, input_format)
     summary.removed_orphans = _remove_orphans(work, tasks)
     todo = []
     for task in tasks:
-        status, meta = shard_status(task)
+        status, meta = status_of(task)
         if status == OK:
             _count(summary, meta, reused=True)
             if on_shard:
@@ -159,7 +158,7 @@ def run_parse(
         _count(summary, meta, reused=False)
         if on_shard:
             on_shard(task, meta, False)
-    write_manifest(work, options, tasks)
+    write_manifest(work, options, tasks, input_format)
     return summary
 
 
@@ -181,9 +180,7 @@ def _results(executor: Executor, todo: list[ParseTask]) -> Iterator[tuple[ParseT
 def _task_failure(task: ParseTask, error: BaseException) -> TrendconvError:
     if isinstance(error, TrendconvError):
         return error
-    file_set = task.file_set
-    place = where(file_set.dump_json, step=file_set.step, rank=file_set.rank)
-    return DataError(f"{place}: parse failed: {type(error).__name__}: {error}")
+    return DataError(f"{task.format.place(task.unit)}: parse failed: {type(error).__name__}: {error}")
 
 
 def _count(summary: ParseSummary, meta: dict, *, reused: bool) -> None:
@@ -198,25 +195,26 @@ def _count(summary: ParseSummary, meta: dict, *, reused: bool) -> None:
 def _remove_orphans(work: Path, tasks: list[ParseTask]) -> int:
     """Shards of file sets that are no longer in DATA would otherwise be loaded as if they were."""
     wanted = {task.shard_path for task in tasks}
-    orphans = [path for path in shards.list_shards(work) if path not in wanted]
+    orphans = [path for path in shards.list_shards(work, "**/*.parquet") if path not in wanted]
     for path in orphans:
         path.unlink()
     return len(orphans)
 
 
-def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask]) -> None:
+def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask], input_format: str = DUMP) -> None:
+    directory = shards.shard_dir(work)
     document = {
         "shard_format": shards.SHARD_FORMAT,
-        "input_format": "dump",
+        "input_format": input_format,
         "options": options.describe(),
-        "shards": [task.shard_path.name for task in tasks],
+        "shards": [task.shard_path.relative_to(directory).as_posix() for task in tasks],
     }
     workdir.write_json_atomic(workdir.manifest_path(work), document)
 
 
-def _start_work(data: Path, work: Path, options: ParseOptions) -> None:
+def _start_work(data: Path, work: Path, options: ParseOptions, input_format: str) -> None:
     """Forget the old manifest (the shard set is about to change) and say what this parse does."""
     work.mkdir(parents=True, exist_ok=True)
     workdir.manifest_path(work).unlink(missing_ok=True)
-    document = {"data": str(data.resolve()), "input_format": "dump", "options": options.describe()}
+    document = {"data": str(data.resolve()), "input_format": input_format, "options": options.describe()}
     workdir.write_json_atomic(workdir.work_json_path(work), document)

@@ -59,6 +59,11 @@ def scan(data: Path) -> ScanResult:
     return result
 
 
+def has_dump_data(data: Path) -> bool:
+    """Whether DATA holds at least one step* directory (what `--format auto` looks for)."""
+    return bool(_step_dirs(data))
+
+
 def _nothing_found(data: Path, any_step: bool) -> str:
     if not any_step:
         return f"{data}: no dump data: no 'step*' directories (expected names like 'step0')"

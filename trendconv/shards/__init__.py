@@ -37,6 +37,21 @@ SCHEMA = pa.schema(
 )
 
 
+# Monitor shards: one per CSV file; the stat columns are those of the file's header, in canonical order.
+MONITOR_KEY_FIELDS = [
+    ("rank", pa.int64()),
+    ("metric", _DICT_STRING),
+    ("target_name", _DICT_STRING),
+    ("vpp_stage", pa.int64()),
+    ("step", pa.int64()),
+    ("micro_step", pa.int64()),
+]
+
+
+def monitor_schema(stats: list[str]) -> pa.Schema:
+    return pa.schema([*MONITOR_KEY_FIELDS, *[(stat, pa.float64()) for stat in stats]])
+
+
 @dataclass(frozen=True)
 class Shard:
     path: Path
@@ -59,15 +74,17 @@ def shard_path(work: Path, step: int, rank: int) -> Path:
     return shard_dir(work) / f"step{step}_rank{rank}.parquet"
 
 
-def build_table(columns: dict[str, pa.Array], constants: dict[str, int], rows: int) -> pa.Table:
+def build_table(
+    columns: dict[str, pa.Array], constants: dict[str, int | str], rows: int, schema: pa.Schema = SCHEMA
+) -> pa.Table:
     """The shard table from per-row Arrow columns and the values shared by the whole shard."""
     arrays = []
-    for field in SCHEMA:
+    for field in schema:
         if field.name in constants:
             arrays.append(pa.repeat(pa.scalar(constants[field.name], field.type), rows))
         else:
             arrays.append(columns[field.name].cast(field.type))
-    return pa.Table.from_arrays(arrays, schema=SCHEMA)
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
@@ -91,21 +108,21 @@ def read_meta(path: Path) -> dict:
         raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)})") from None
 
 
-def read_rows(path: Path) -> pa.Table:
+def read_rows(path: Path, schema: pa.Schema = SCHEMA) -> pa.Table:
     try:
         table = pq.ParquetFile(path).read()
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)})") from None
-    if table.schema.remove_metadata() != SCHEMA:
+    if table.schema.remove_metadata() != schema:
         raise DataError(f"{path}: unexpected shard columns; re-run parse")
     return table
 
 
-def list_shards(work: Path) -> list[Path]:
+def list_shards(work: Path, pattern: str = "*.parquet") -> list[Path]:
     directory = shard_dir(work)
     if not directory.is_dir():
         return []
-    return sorted(directory.glob("*.parquet"))
+    return sorted(directory.glob(pattern))
 
 
 def _reason(exc: Exception) -> str:

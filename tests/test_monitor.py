@@ -1,0 +1,486 @@
+"""Monitor CSV data end to end: discovery, cell rules, the worked example of the spec, quirks, the CLI."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import A1_CONSTRUCT, A1_DATA, query, write_file_set
+from typer.testing import CliRunner
+
+from trendconv import api
+from trendconv.cli import app
+from trendconv.errors import DataError
+from trendconv.monitor import rules
+from trendconv.scan.monitor import scan_monitor
+
+RUN = "Feb20_16-27-56-rank0-b2f0e6a1"
+QKV = "module.decoder.layers.0.self_attention.linear_qkv"
+ACTV = f"""vpp_stage,name,step,micro_step,min,max,norm,zeros,nans,mean,shape,dtype
+0,{QKV}.input,0,0,-4.21875,4.53125,181.022415,0.0,0.0,0.000713,"[4096, 1, 1024]",torch.bfloat16
+0,{QKV}.output,0,0,-7.5625,6.90625,402.318817,0.0,0.0,-0.002179,"[4096, 1, 1536]",torch.bfloat16
+0,{QKV}.input,0,1,-4.15625,4.40625,180.774902,0.0,0.0,0.000698,"[4096, 1, 1024]",torch.bfloat16
+0,{QKV}.output,0,1,-7.4375,6.84375,401.966431,0.0,0.0,-0.002201,"[4096, 1, 1536]",torch.bfloat16
+0,{QKV}.input,1,0,-4.25,4.5625,181.203125,0.0,0.0,0.000721,"[4096, 1, 1024]",torch.bfloat16
+0,{QKV}.output,1,0,nan,nan,nan,0.0,1.0,nan,"[4096, 1, 1536]",torch.bfloat16
+0,{QKV}.input,1,1,-4.1875,4.46875,180.998047,0.0,0.0,0.000705,"[4096, 1, 1024]",torch.bfloat16
+0,{QKV}.output,1,1,-7.53125,6.875,402.101563,0.0,0.0,-0.002188,"[4096, 1, 1536]",torch.bfloat16
+"""
+FC1 = "module.decoder.layers.0.mlp.linear_fc1"
+GRAD = f"""vpp_stage,name,step,min,max,norm,zeros,nans,mean,shape,dtype
+0,{QKV}.weight,0,-0.000412,0.000398,0.021733,0.0,0.0,-1e-06,"[1536, 1024]",torch.float32
+0,{FC1}.weight,0,-0.000367,0.000371,0.030518,0.0,0.0,0.0,"[4096, 1024]",torch.float32
+0,{QKV}.weight,1,-0.000405,0.000391,0.021547,0.0,0.0,-1e-06,"[1536, 1024]",torch.float32
+0,{FC1}.weight,1,-inf,inf,inf,0.0,0.0,nan,"[4096, 1024]",torch.float32
+"""
+TREND = """
+SELECT t.rank, t.step, m.target_name, m.micro_step, k.metric_name, t.norm, t.min, t.max, t.zeros, t.nans, t.mean
+FROM trend_data t JOIN monitoring_targets m USING (target_id) JOIN monitoring_metrics k USING (metric_id)
+ORDER BY k.metric_id, m.target_name, m.micro_step, t.step
+"""
+
+
+def write_run(data: Path, files: dict[str, str], run: str = RUN) -> Path:
+    directory = data / run
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    return directory
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    """The worked example of monitor-format.md §10."""
+    data = tmp_path / "data"
+    write_run(data, {"actv_0-1.csv": ACTV, "grad_reduced_0-1.csv": GRAD})
+    return data
+
+
+def convert(data: Path, out: Path, *, micro_step: bool = True, workers: int = 1, **kwargs) -> api.RunSummary:
+    options = api.ParseOptions(micro_step=micro_step, **kwargs)
+    return api.run(data, out, options, workers=workers, input_format="monitor")
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(arg) for arg in args])
+
+
+def test_worked_example_in_micro_step_mode(example, tmp_path):
+    db = convert(example, tmp_path / "out").load.db
+    assert db == tmp_path / "out" / "monitor_data.trend.db"
+    assert query(db, "SELECT * FROM global_stats") == [
+        (0, 3, 0, "norm,min,max,zeros,nans,mean", "norm,min,max,zeros,nans,mean")
+    ]
+    assert [row[1] for row in query(db, "PRAGMA table_info(global_stats)")] == [
+        "min_step",
+        "max_step",
+        "max_rank",
+        "actv",
+        "grad_reduced",
+    ]
+    assert query(db, "SELECT * FROM monitoring_metrics") == [(1, "actv"), (2, "grad_reduced")]
+    assert query(db, "SELECT * FROM monitoring_targets") == [
+        (1, f"{QKV}.input", 0, 0),
+        (2, f"{QKV}.output", 0, 0),
+        (3, f"{QKV}.weight", 0, 0),
+        (4, f"{FC1}.weight", 0, 0),
+    ]
+    assert query(db, TREND) == [
+        (0, 0, f"{QKV}.input", 0, "actv", 181.022415, -4.21875, 4.53125, 0.0, 0.0, 0.000713),
+        (0, 1, f"{QKV}.input", 0, "actv", 180.774902, -4.15625, 4.40625, 0.0, 0.0, 0.000698),
+        (0, 2, f"{QKV}.input", 0, "actv", 181.203125, -4.25, 4.5625, 0.0, 0.0, 0.000721),
+        (0, 3, f"{QKV}.input", 0, "actv", 180.998047, -4.1875, 4.46875, 0.0, 0.0, 0.000705),
+        (0, 0, f"{QKV}.output", 0, "actv", 402.318817, -7.5625, 6.90625, 0.0, 0.0, -0.002179),
+        (0, 1, f"{QKV}.output", 0, "actv", 401.966431, -7.4375, 6.84375, 0.0, 0.0, -0.002201),
+        (0, 2, f"{QKV}.output", 0, "actv", None, None, None, 0.0, 1.0, None),
+        (0, 3, f"{QKV}.output", 0, "actv", 402.101563, -7.53125, 6.875, 0.0, 0.0, -0.002188),
+        (0, 0, f"{FC1}.weight", 0, "grad_reduced", 0.030518, -0.000367, 0.000371, 0.0, 0.0, 0.0),
+        (0, 2, f"{FC1}.weight", 0, "grad_reduced", 1000000001.0, -1000000001.0, 1000000001.0, 0.0, 0.0, None),
+        (0, 0, f"{QKV}.weight", 0, "grad_reduced", 0.021733, -0.000412, 0.000398, 0.0, 0.0, -1e-06),
+        (0, 2, f"{QKV}.weight", 0, "grad_reduced", 0.021547, -0.000405, 0.000391, 0.0, 0.0, -1e-06),
+    ]
+    assert query(db, "SELECT tag_id, tag_name, category, metric_id FROM monitoring_tags ORDER BY tag_id") == [
+        (1, "input", "module", 1),
+        (2, "linear_qkv", "module", 1),
+        (3, "self_attention", "module", 1),
+        (4, "layers.0", "layer", 1),
+        (5, "layers", "module", 1),
+        (6, "decoder", "module", 1),
+        (7, "module", "module", 1),
+        (8, "output", "module", 1),
+        (9, "weight", "module", 2),
+        (10, "linear_qkv", "module", 2),
+        (11, "self_attention", "module", 2),
+        (12, "layers.0", "layer", 2),
+        (13, "layers", "module", 2),
+        (14, "decoder", "module", 2),
+        (15, "module", "module", 2),
+        (16, "linear_fc1", "module", 2),
+        (17, "mlp", "module", 2),
+    ]
+    assert query(db, "SELECT count(*) FROM tag_target_mapping") == [(28,)]
+    assert query(db, "SELECT * FROM sqlite_sequence ORDER BY name") == [
+        ("monitoring_metrics", 2),
+        ("monitoring_tags", 17),
+        ("monitoring_targets", 4),
+    ]
+    assert os.stat(db).st_mode & 0o777 == 0o640
+
+
+def test_worked_example_without_micro_steps(example, tmp_path):
+    summary = convert(example, tmp_path / "out", micro_step=False)
+    db = summary.load.db
+    assert (summary.load.rows, summary.load.targets, summary.load.tag_links) == (12, 6, 42)
+    assert query(db, "SELECT min_step, max_step, max_rank FROM global_stats") == [(0, 1, 0)]
+    assert query(db, "SELECT * FROM monitoring_targets") == [
+        (1, f"{QKV}.input", 0, 0),
+        (2, f"{QKV}.output", 0, 0),
+        (3, f"{QKV}.input", 0, 1),
+        (4, f"{QKV}.output", 0, 1),
+        (5, f"{QKV}.weight", 0, 0),
+        (6, f"{FC1}.weight", 0, 0),
+    ]
+    assert query(db, "SELECT step, target_id, norm FROM trend_data WHERE metric_id = 1 ORDER BY target_id, step") == [
+        (0, 1, 181.022415),
+        (1, 1, 181.203125),
+        (0, 2, 402.318817),
+        (1, 2, None),
+        (0, 3, 180.774902),
+        (1, 3, 180.998047),
+        (0, 4, 401.966431),
+        (1, 4, 402.101563),
+    ]
+
+
+def test_shards_are_one_per_csv_file_and_carry_no_ids(example, tmp_path):
+    summary = convert(example, tmp_path / "out")
+    shard_dir = tmp_path / "out" / ".trendconv" / "monitor" / "shards" / RUN
+    assert sorted(path.name for path in shard_dir.iterdir()) == ["actv_0-1.csv.parquet", "grad_reduced_0-1.csv.parquet"]
+    table = pq.read_table(shard_dir / "grad_reduced_0-1.csv.parquet")
+    assert table.column_names == ["rank", "metric", "target_name", "vpp_stage", "step", "micro_step", *rules.STATS[:6]]
+    means = table.column("mean").to_pylist()
+    assert means[:3] == [-1e-06, 0.0, -1e-06] and math.isnan(means[3])  # NaN kept; load turns it into NULL
+    assert table.column("norm").to_pylist()[3] == math.inf  # clipping is the load's job too
+    assert table.schema.metadata[b"trendconv"].startswith(b"{")
+    assert summary.parse.files == 2
+
+
+def test_micro_step_slots_are_the_largest_count_over_all_files(tmp_path):
+    """§7: steps 100 and 105 with two micro-batches → slots 0/1 and 2/3; weight rows sit in the first slot."""
+    data = tmp_path / "data"
+    actv = "vpp_stage,name,step,micro_step,norm\n" + "".join(
+        f"0,a.input,{step},{micro},{step + micro}\n" for step in (100, 105) for micro in (0, 1)
+    )
+    grad = "vpp_stage,name,step,norm\n0,a.weight,100,1.5\n0,a.weight,105,2.5\n"
+    write_run(data, {"actv_100-109.csv": actv, "grad_reduced_100-109.csv": grad})
+    db = convert(data, tmp_path / "out").load.db
+    assert query(db, "SELECT step, target_id, metric_id, norm FROM trend_data ORDER BY metric_id, step") == [
+        (0, 1, 1, 100.0),
+        (1, 1, 1, 101.0),
+        (2, 1, 1, 105.0),
+        (3, 1, 1, 106.0),
+        (0, 2, 2, 1.5),
+        (2, 2, 2, 2.5),
+    ]
+    assert query(db, "SELECT min_step, max_step FROM global_stats") == [(0, 3)]
+
+
+def test_non_micro_step_bounds_never_go_below_zero(tmp_path):
+    data = tmp_path / "data"
+    write_run(data, {"grad_reduced_0-0.csv": "vpp_stage,name,step,norm\n0,w,-5,1\n0,w,-3,2\n"})
+    db = convert(data, tmp_path / "out", micro_step=False).load.db
+    assert query(db, "SELECT min_step, max_step FROM global_stats") == [(-5, 0)]
+
+
+def test_stat_columns_are_those_found_and_max_rank_is_the_largest_rank(tmp_path):
+    data = tmp_path / "data"
+    write_run(data, {"other_0-0.csv": "vpp_stage,name,step,mean,nans\n0,x.weight,0,1.0,0.0\n"})
+    write_run(data, {"other_0-0.csv": "vpp_stage,name,step,mean\n0,x.weight,0,2.0\n"}, "Feb20_16-27-56-rank3-aaaaaaaa")
+    db = convert(data, tmp_path / "out").load.db
+    assert [row[1] for row in query(db, "PRAGMA table_info(trend_data)")] == [
+        "rank",
+        "step",
+        "target_id",
+        "metric_id",
+        "nans",
+        "mean",
+    ]
+    assert query(db, "SELECT * FROM global_stats") == [(0, 0, 3, "nans,mean")]
+    assert query(db, "SELECT rank, nans, mean FROM trend_data ORDER BY rank") == [(0, 0.0, 1.0), (3, None, 2.0)]
+
+
+def test_duplicates_keep_the_first_row_and_are_counted(tmp_path):
+    data = tmp_path / "data"
+    grad = "vpp_stage,name,step,norm\n0,w,0,1\n0,w,0,2\n"
+    write_run(data, {"grad_reduced_0-0.csv": grad, "grad_reduced_0-0.csv.bak": "vpp_stage,name,step,norm\n0,w,0,3\n"})
+    summary = convert(data, tmp_path / "out")
+    assert query(summary.load.db, "SELECT norm FROM trend_data") == [(1.0,)]
+    assert summary.load.duplicates == 2
+    assert summary.parse.warnings == [
+        f"1 files whose names go on after '.csv' are converted, as msprobe data2db does (e.g. {RUN}/"
+        "grad_reduced_0-0.csv.bak); where they repeat a row of the live file, the live file's row is kept"
+    ]
+
+
+def test_invalid_rows_are_skipped_and_counted(tmp_path):
+    data = tmp_path / "data"
+    grad = "vpp_stage,name,step,norm\n0,w,0,1\nx,w,1,2\n0,w,y,3\n,w,2,4\n0,w,3,5\n"
+    write_run(data, {"grad_reduced_0-0.csv": grad})
+    summary = convert(data, tmp_path / "out", micro_step=False)
+    assert query(summary.load.db, "SELECT step, norm FROM trend_data ORDER BY step") == [(0, 1.0), (3, 5.0)]
+    assert dict(summary.parse.skipped) == {
+        "row whose step is not an integer": 1,
+        "row whose vpp_stage is not an integer": 2,
+    }
+
+
+def test_a_metric_without_rows_is_left_out_with_a_warning(tmp_path):
+    """Q1: msprobe keeps it in global_stats (and may empty trend_data); here it is left out, and said so."""
+    data = tmp_path / "data"
+    header_only = "vpp_stage,name,step,micro_step,entropy,shape,dtype\n"
+    write_run(data, {"grad_reduced_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,1\n", "actv_0-0.csv": header_only})
+    summary = convert(data, tmp_path / "out")
+    db = summary.load.db
+    assert query(db, "SELECT * FROM global_stats") == [(0, 0, 0, "norm")]
+    assert query(db, "SELECT metric_name FROM monitoring_metrics") == [("grad_reduced",)]
+    assert summary.load.warnings == [
+        "actv: 1 CSV files without a valid data row; the metric is left out of the database "
+        "(msprobe data2db lists it in global_stats and may write no trend rows at all)"
+    ]
+
+
+def test_no_rows_and_no_stats_are_data_errors(tmp_path):
+    rowless = tmp_path / "rowless"
+    write_run(rowless, {"actv_0-0.csv": "vpp_stage,name,step,micro_step,norm\n"})
+    with pytest.raises(DataError, match="^no data rows in any of the 1 monitor CSV files$"):
+        convert(rowless, tmp_path / "out")
+    statless = tmp_path / "statless"
+    write_run(statless, {"actv_0-0.csv": "vpp_stage,name,step,micro_step,shape\n0,a,0,0,[1]\n"})
+    with pytest.raises(DataError) as caught:
+        convert(statless, tmp_path / "out")
+    assert str(caught.value) == "no stat column (norm, min, max, zeros, nans, mean, ...) in any monitor CSV file"
+    assert not (tmp_path / "out" / "monitor_data.trend.db").exists()
+    assert [path.name for path in (tmp_path / "out").iterdir()] == [".trendconv"]
+
+
+def test_mapping_renames_before_targets_and_tags(tmp_path):
+    data = tmp_path / "data"
+    write_run(data, {"grad_reduced_0-0.csv": "vpp_stage,name,step,norm\n0,module.a.0.w,0,1\n0,b.0.w,0,2\n"})
+    db = convert(data, tmp_path / "out", mapping=(("module.", ""), ("a.", "b."))).load.db
+    assert query(db, "SELECT target_name FROM monitoring_targets") == [("b.0.w",)]
+    assert query(db, "SELECT tag_name, category FROM monitoring_tags ORDER BY tag_id") == [
+        ("w", "module"),
+        ("b.0", "layer"),
+        ("b", "module"),
+    ]
+
+
+def test_workers_and_hash_seed_do_not_change_the_bytes(example, tmp_path):
+    for extra in range(3):
+        write_run(
+            example,
+            {"actv_0-1.csv": ACTV, "other_0-1.csv": GRAD},
+            f"Feb20_16-27-5{extra}-rank{extra + 1}-0000000{extra}",
+        )
+    one = convert(example, tmp_path / "one", workers=1).load.db.read_bytes()
+    two = convert(example, tmp_path / "two", workers=2).load.db.read_bytes()
+    assert one == two
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    command = [
+        sys.executable,
+        "-m",
+        "trendconv",
+        "run",
+        example,
+        "--db",
+        tmp_path / "seed",
+        "--format",
+        "monitor",
+        "-q",
+    ]
+    subprocess.run([str(part) for part in command], env=env, check=True)
+    assert (tmp_path / "seed" / "monitor_data.trend.db").read_bytes() == one
+
+
+# --- discovery (§3) -------------------------------------------------------------------------------------------------
+
+
+def test_scan_sorts_and_reports_what_it_leaves_out(tmp_path):
+    data = tmp_path / "data"
+    names = ["actv_10-10.csv", "actv_2-2.csv", "stack_info.csv", "actv_0-0_part_0.csv", "linear_hook_0-0.csv"]
+    write_run(data, {name: "vpp_stage,name,step,norm\n" for name in names} | {"notes.txt": "x"})
+    (data / RUN / "sub").mkdir()
+    (data / "anomaly_detected").mkdir()
+    (data / "module_struct" / "rank0").mkdir(parents=True)
+    result = scan_monitor(data)
+    assert [csv_file.name for csv_file in result.files] == ["actv_2-2.csv", "actv_10-10.csv"]
+    assert dict(result.skipped_files) == {
+        "L2 feature file (*_hook_*.csv)": 1,
+        "not a metric CSV file": 1,
+        "split file (<metric>_<a>-<b>_part_<i>.csv)": 1,
+        "stack_info.csv (call stacks, no statistics)": 1,
+    }
+    assert result.warnings == [
+        "1 split CSV files (<metric>_<a>-<b>_part_<i>.csv) are not converted: msprobe data2db does not read them "
+        "either, so their rows are not in the database",
+        "1 L2 feature CSV files (*_hook_*.csv) are not converted (as in msprobe data2db)",
+    ]
+
+
+def test_the_newest_run_of_a_rank_is_used_and_the_other_named(tmp_path):
+    data = tmp_path / "data"
+    old, new = "Mar01_09-00-00-rank0-11111111", "Mar02_08-00-00-rank0-22222222"
+    write_run(data, {"other_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,1\n"}, new)
+    write_run(data, {"other_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,9\n", "actv_0-0.csv": ""}, old)
+    result = scan_monitor(data)
+    assert [csv_file.relative for csv_file in result.files] == [f"{new}/other_0-0.csv"]
+    assert result.warnings == [
+        f"{data / old}: another run of rank0; using the newer {new} only, 2 CSV files of this run are not "
+        "converted (msprobe data2db also keeps one run per rank)"
+    ]
+
+
+def test_rank_strings_with_leading_zeros_are_separate_runs_of_one_rank(tmp_path):
+    data = tmp_path / "data"
+    write_run(data, {"other_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,1\n"}, "Feb20_16-27-56-rank7-aaaaaaaa")
+    write_run(data, {"other_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,2\n0,v,0,3\n"}, "Feb20_16-27-56-rank007-bb")
+    summary = convert(data, tmp_path / "out")
+    assert query(summary.load.db, "SELECT rank, target_id, norm FROM trend_data ORDER BY target_id") == [
+        (7, 1, 2.0),
+        (7, 2, 3.0),
+    ]
+    assert summary.load.duplicates == 1
+
+
+def test_a_29_february_run_is_a_date_and_a_bad_time_tag_an_error(tmp_path):
+    data = tmp_path / "data"
+    write_run(data, {"other_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,1\n"}, "Feb29_10-00-00-rank3-cafebabe")
+    assert [csv_file.rank for csv_file in scan_monitor(data).files] == [3]
+    (data / "run_a-rank0-zz").mkdir()
+    with pytest.raises(DataError) as caught:
+        scan_monitor(data)
+    assert str(caught.value) == (
+        f"{data / 'run_a-rank0-zz'}: named like a monitor run directory, but 'run_a' is not a time tag like "
+        "'Feb20_16-27-56'; rename or move it"
+    )
+
+
+def test_no_run_directory_and_no_csv_are_data_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError) as caught:
+        scan_monitor(tmp_path / "empty")
+    assert str(caught.value) == (
+        f"{tmp_path / 'empty'}: no monitor data: no run directories (expected names like "
+        "'Feb20_16-27-56-rank0-1a2b3c4d')"
+    )
+    write_run(tmp_path / "bare", {"stack_info.csv": "x\n"})
+    with pytest.raises(DataError) as caught:
+        scan_monitor(tmp_path / "bare")
+    assert str(caught.value) == f"{tmp_path / 'bare'}: no monitor data: the run directories hold no metric CSV files"
+
+
+# --- reading CSV files (§3.3) ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file: no header line"),
+        (b"vpp_stage,name,step,norm\n0,w,0,1,2\n", "line 2: 5 fields, the header has 4"),
+        (b"vpp_stage,name,step,norm\n0,w\xff,0,1\n", "line 2, field 2: not UTF-8 text"),
+    ],
+)
+def test_unreadable_csv_files_are_errors_naming_the_file(tmp_path, content, message):
+    data = tmp_path / "data"
+    run = write_run(data, {})
+    (run / "other_0-0.csv").write_bytes(content)
+    result = invoke("run", data, "--db", tmp_path / "out", "--format", "monitor", "-j", "1")
+    assert (result.exit_code, result.stderr) == (1, f"error: {run / 'other_0-0.csv'}: {message}\n")
+    assert not (tmp_path / "out" / "monitor_data.trend.db").exists()
+
+
+def test_short_rows_are_padded_bom_and_crlf_are_read(tmp_path):
+    data = tmp_path / "data"
+    run = write_run(data, {})
+    (run / "other_0-0.csv").write_bytes(b"\xef\xbb\xbfvpp_stage,name,step,norm,mean\r\n0,w,0,1\r\n0,v,0,2,3\r\n")
+    db = convert(data, tmp_path / "out").load.db
+    assert query(db, "SELECT target_id, norm, mean FROM trend_data ORDER BY target_id") == [
+        (1, 1.0, None),
+        (2, 2.0, 3.0),
+    ]
+
+
+def test_stat_cells_follow_python_float_and_pandas_na():
+    column = pa.array(["1.5", " 2 ", "1e400", "-inf", "nan", "NA", "", "abc", "1_000", "0x10"])
+    values = rules.stat_values(column).to_pylist()
+    assert values[:4] == [1.5, 2.0, float("inf"), float("-inf")]
+    assert [value != value for value in values[4:7]] == [True, True, True]  # NaN
+    assert values[7:] == [None, 1000.0, None]
+    assert rules.stat_values(pa.array(["0.5", "-0.0"])).to_pylist() == [0.5, -0.0]
+
+
+def test_name_cells_as_pandas_types_them():
+    assert rules.name_values(pa.array(["a.b", "NA", "", "None"])).to_pylist() == ["a.b", "nan", "nan", "nan"]
+    assert rules.name_values(pa.array(["1", "2"])).to_pylist() == ["1", "2"]
+    assert rules.name_values(pa.array(["1", "2.50"])).to_pylist() == ["1.0", "2.5"]
+
+
+def test_integer_cells_as_pandas_types_them():
+    assert rules.integer_values(pa.array(["0", "1", "-1"])).to_pylist() == [0, 1, -1]
+    assert rules.integer_values(pa.array(["1.0", "1.5", "nan"])).to_pylist() == [1, 1, None]
+    assert rules.integer_values(pa.array(["1", " 2", "x", "1.0"])).to_pylist() == [1, 2, None, None]
+
+
+# --- the command line -----------------------------------------------------------------------------------------------
+
+
+def test_auto_converts_dump_and_monitor_data_found_side_by_side(example, tmp_path):
+    write_file_set(example / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    result = invoke("run", example, "--db", tmp_path / "out", "-j", "1")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    assert sorted(path.name for path in out.glob("*.trend.db")) == ["dump_data.trend.db", "monitor_data.trend.db"]
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"wrote {out / 'dump_data.trend.db'} ({(out / 'dump_data.trend.db').stat().st_size} bytes)"
+    monitor_db = out / "monitor_data.trend.db"
+    assert f"wrote {monitor_db} ({monitor_db.stat().st_size} bytes)" in lines
+    assert f"  2 monitor CSV files: 2 parsed, 0 reused (shards in {out / '.trendconv'})" in lines
+    before = monitor_db.read_bytes()
+    monitor_db.unlink()
+    reloaded = invoke("load", out / ".trendconv", "--db", out, "-q")
+    assert reloaded.exit_code == 0, reloaded.output
+    assert monitor_db.read_bytes() == before
+
+
+def test_parse_then_load_of_monitor_data_and_format_forgetting(example, tmp_path):
+    work = tmp_path / "work"
+    parsed = invoke("parse", example, "--work", work, "--format", "monitor", "-j", "1")
+    assert parsed.exit_code == 0, parsed.output
+    assert parsed.stdout.splitlines()[:2] == [
+        f"parsed 2 monitor CSV files into {work}/monitor/shards: 2 parsed, 0 reused",
+        "  rows 12",
+    ]
+    again = invoke("parse", example, "--work", work, "--format", "monitor", "-j", "1")
+    assert again.stdout.splitlines()[0] == f"parsed 2 monitor CSV files into {work}/monitor/shards: 0 parsed, 2 reused"
+    assert api.formats_in_work(work) == ["monitor"]
+    loaded = invoke("load", work, "--db", tmp_path / "out")
+    assert loaded.exit_code == 0, loaded.output
+    assert loaded.stdout.splitlines()[1] == "  rows 12, targets 4, tags 17, tag links 28"
+    assert not (tmp_path / "out" / "dump_data.trend.db").exists()
+
+
+def test_data2db_format_monitor(example, tmp_path):
+    result = invoke("data2db", "--data", example, "--db", tmp_path / "out", "--format", "monitor")
+    assert result.exit_code == 0, result.output
+    assert query(tmp_path / "out" / "monitor_data.trend.db", "SELECT count(*) FROM trend_data") == [(12,)]
+    dump_only = invoke("data2db", "--data", example, "--db", tmp_path / "dump", "--format", "dump")
+    assert (dump_only.exit_code, dump_only.stderr) == (
+        1,
+        f"error: {example}: no dump data: no 'step*' directories (expected names like 'step0')\n",
+    )

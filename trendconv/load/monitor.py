@@ -1,0 +1,258 @@
+"""The load stage for monitor shards: one shard per CSV file, in processing order, into monitor_data.trend.db.
+
+Unlike dump data, a monitor step's slots depend on every file (§7: the micro-step count of an original step
+is the largest over all ranks and metrics), so the builder first reads every shard's footer (`plan`), then
+the rows (`add`). Ids are dense and given in first-seen order; the first row of a duplicate key wins.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from trendconv import shards
+from trendconv.dump.parse import options_text
+from trendconv.errors import DataError
+from trendconv.faults import fault_point
+from trendconv.load import LoadSummary, build_indexes, clean_values, open_build, prepare_build, publish, schema
+from trendconv.tags import monitor_tags_of
+
+_KEY_SEPARATOR = "\x1f"
+
+
+@dataclass
+class MonitorPlan:
+    """What the shard footers alone decide: metrics, stat columns, step slots and global_stats."""
+
+    micro_step: bool
+    metrics: list[str]  # present metrics, canonical order
+    stats: dict[str, list[str]]  # per present metric, canonical order
+    offsets: dict[int, int] = field(default_factory=dict)
+    min_step: int = 0
+    max_step: int = 0
+    max_rank: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[str]:
+        """trend_data's stat columns: every stat of a present metric, canonical order."""
+        used = {stat for stats in self.stats.values() for stat in stats}
+        return [stat for stat in schema.MONITOR_STATS if stat in used]
+
+
+def plan_monitor(metas: list[dict]) -> MonitorPlan:
+    if not metas:
+        raise DataError("no monitor shards to load")
+    _check_same_options(metas)
+    micro_step = bool(metas[0]["options"]["micro_step"])
+    with_rows = Counter(meta["metric"] for meta in metas if meta["rows"])
+    metrics = [metric for metric in schema.MONITOR_METRICS if with_rows[metric]]
+    if not metrics:
+        raise DataError(f"no data rows in any of the {len(metas)} monitor CSV files")
+    stats = {metric: _stats_of(metric, metas) for metric in metrics}
+    if not any(stats.values()):
+        raise DataError(f"no stat column ({', '.join(schema.MONITOR_STATS[:6])}, ...) in any monitor CSV file")
+    plan = MonitorPlan(micro_step, metrics, stats, max_rank=max(meta["rank"] for meta in metas))
+    plan.warnings = _rowless_metric_warnings(metas, with_rows)
+    _plan_steps(plan, metas)
+    return plan
+
+
+def _check_same_options(metas: list[dict]) -> None:
+    first = metas[0]
+    for meta in metas:
+        if meta.get("shard_format") != shards.SHARD_FORMAT or meta.get("input_format") != "monitor":
+            raise DataError(f"{meta['run_dir']}/{meta['file']}: not a monitor shard of this trendconv; re-run parse")
+        if meta["options"] != first["options"]:
+            raise DataError(
+                f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "
+                f"with {options_text(first['options'])}; re-run parse"
+            )
+
+
+def _stats_of(metric: str, metas: list[dict]) -> list[str]:
+    """The union of the stat columns of the metric's files, header-only files included (§4.3)."""
+    found = {stat for meta in metas if meta["metric"] == metric for stat in meta["stats"]}
+    return [stat for stat in schema.MONITOR_STATS if stat in found]
+
+
+def _rowless_metric_warnings(metas: list[dict], with_rows: Counter) -> list[str]:
+    """Q1: msprobe lists such a metric in global_stats (where the Trend Analyzer cannot find it)."""
+    files = Counter(meta["metric"] for meta in metas if not with_rows[meta["metric"]])
+    return [
+        f"{metric}: {count} CSV files without a valid data row; the metric is left out of the database "
+        "(msprobe data2db lists it in global_stats and may write no trend rows at all)"
+        for metric, count in sorted(files.items())
+    ]
+
+
+def _plan_steps(plan: MonitorPlan, metas: list[dict]) -> None:
+    counts: dict[int, int] = {}
+    for meta in metas:
+        for step, count in meta["micro_steps_per_step"]:
+            counts[step] = max(counts.get(step, 0), count)
+    steps = sorted(counts)
+    if plan.micro_step:
+        offset = 0
+        for step in steps:
+            plan.offsets[step] = offset
+            offset += counts[step]
+        plan.min_step, plan.max_step = 0, max(offset - 1, 0)
+    else:
+        plan.min_step, plan.max_step = (steps[0] if steps else 0), max([0, *steps])
+
+
+class MonitorDbBuilder:
+    """`plan` with every shard's footer, `add` the shards in processing order, then `finish`."""
+
+    def __init__(self, out_dir: Path, *, index: bool = True):
+        self.index = index
+        self.final = out_dir / schema.MONITOR_DB_NAME
+        self.summary = LoadSummary()
+        self.seconds = {"finish": 0.0, "index": 0.0}
+        self.tmp = prepare_build(out_dir, schema.MONITOR_DB_NAME)
+        self._conn = open_build(self.tmp)
+        self._plan: MonitorPlan | None = None
+        self._targets: dict[str, int] = {}
+        self._by_metric: dict[int, dict[int, None]] = {}
+
+    def plan(self, metas: list[dict]) -> MonitorPlan:
+        plan = self._plan = plan_monitor(metas)
+        self.summary.warnings.extend(plan.warnings)
+        self._metric_ids = schema.metric_ids(plan.metrics)
+        self._insert = schema.insert_trend(plan.columns)
+        self._step_keys = pa.array(sorted(plan.offsets), pa.int64())
+        self._step_offsets = pa.array([plan.offsets[step] for step in sorted(plan.offsets)], pa.int64())
+        for statement in schema.DIMENSION_TABLES:
+            self._conn.execute(statement)
+        self._conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in plan.metrics))
+        self._write_global_stats(plan)
+        self._conn.execute(schema.trend_data_ddl(plan.columns))
+        return plan
+
+    def _write_global_stats(self, plan: MonitorPlan) -> None:
+        self._conn.execute(schema.monitor_global_stats_ddl(plan.metrics))
+        texts = [",".join(plan.stats[metric]) for metric in plan.metrics]
+        values = (plan.min_step, plan.max_step, plan.max_rank, *texts)
+        self._conn.execute(schema.insert_global_stats(len(values)), values)
+
+    def add(self, shard: shards.Shard) -> None:
+        meta = shard.meta
+        self.summary.shards += 1
+        if meta["rows"] and meta["metric"] in self._metric_ids:
+            table = shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]))
+            self._insert_rows(table, meta, self._metric_ids[meta["metric"]])
+        fault_point("load-shard")
+
+    def _insert_rows(self, table: pa.Table, meta: dict, metric_id: int) -> None:
+        target_ids = self._target_ids(table, metric_id)
+        columns = {
+            "rank": table["rank"],
+            "step": self._steps(table),
+            "target_id": target_ids,
+            "metric_id": pa.repeat(pa.scalar(metric_id, pa.int64()), table.num_rows),
+        }
+        for stat in self._plan.columns:
+            columns[stat] = (
+                clean_values(table[stat]) if stat in meta["stats"] else pa.nulls(table.num_rows, pa.float64())
+            )
+        rows = pa.table(columns).sort_by([("step", "ascending"), ("target_id", "ascending")])
+        before = self._conn.total_changes
+        self._conn.executemany(self._insert, zip(*(rows[name].to_pylist() for name in rows.column_names)))
+        inserted = self._conn.total_changes - before
+        self.summary.rows += inserted
+        self.summary.duplicates += rows.num_rows - inserted
+
+    def _steps(self, table: pa.Table) -> pa.Array:
+        """§7: the original step, or in micro-step mode its first slot plus the micro step."""
+        steps = table["step"].combine_chunks()
+        if not self._plan.micro_step:
+            return steps
+        offsets = self._step_offsets.take(pc.index_in(steps, self._step_keys))
+        return pc.add(offsets, table["micro_step"].combine_chunks())
+
+    def _target_ids(self, table: pa.Table, metric_id: int) -> pa.Array:
+        """Dense ids in first-seen order of (name, vpp_stage, micro_step); micro_step 0 in micro-step mode."""
+        micro = (
+            table["micro_step"] if not self._plan.micro_step else pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
+        )
+        keys = pc.binary_join_element_wise(
+            table["target_name"].cast(pa.string()),
+            table["vpp_stage"].cast(pa.string()),
+            pc.cast(micro, pa.string()),
+            _KEY_SEPARATOR,
+        )
+        encoded = keys.combine_chunks().dictionary_encode()
+        ids = [self._target_id(key) for key in encoded.dictionary.to_pylist()]
+        uses = self._by_metric.setdefault(metric_id, {})
+        uses.update(dict.fromkeys(ids))
+        return pa.array(ids, pa.int64()).take(encoded.indices)
+
+    def _target_id(self, key: str) -> int:
+        target_id = self._targets.get(key)
+        if target_id is None:
+            target_id = self._targets[key] = len(self._targets) + 1
+        return target_id
+
+    def finish(self) -> LoadSummary:
+        if self._plan is None:
+            raise DataError("no monitor shards to load")
+        started = time.perf_counter()
+        targets = [(tid, *_split_key(key)) for key, tid in self._targets.items()]
+        self._conn.executemany(schema.INSERT_TARGET, targets)
+        self.summary.targets = len(targets)
+        self._write_tags({tid: name for tid, name, _, _ in targets})
+        self._conn.commit()
+        indexed = time.perf_counter()
+        if self.index:
+            build_indexes(self._conn)
+        self._conn.close()
+        self.seconds["index"] = time.perf_counter() - indexed
+        fault_point("load-before-rename")
+        summary = publish(self.tmp, self.final, self.summary)
+        self.seconds["finish"] = time.perf_counter() - started - self.seconds["index"]
+        return summary
+
+    def _write_tags(self, names: dict[int, str]) -> None:
+        """§9: tags per metric, in the order the metric's targets were first used."""
+        tag_ids: dict[tuple[str, str, int], int] = {}
+        links = []
+        for metric_id in sorted(self._by_metric):
+            for target in self._by_metric[metric_id]:
+                for tag_name, category in monitor_tags_of(names[target]):
+                    tag = tag_ids.setdefault((tag_name, category, metric_id), len(tag_ids) + 1)
+                    links.append((tag, target))
+        self._conn.executemany(schema.INSERT_TAG, ((tid, *tag) for tag, tid in tag_ids.items()))
+        links.sort()
+        self._conn.executemany(schema.INSERT_TAG_TARGET, links)
+        self.summary.tags, self.summary.tag_links = len(tag_ids), len(links)
+
+    def abort(self) -> None:
+        try:
+            self._conn.close()
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+
+def _split_key(key: str) -> tuple[str, int, int]:
+    name, vpp_stage, micro_step = key.rsplit(_KEY_SEPARATOR, 2)
+    return name, int(vpp_stage), int(micro_step)
+
+
+def load_monitor_shards(shard_list: list[shards.Shard], out_dir: Path, *, index: bool = True, on_shard=None):
+    builder = MonitorDbBuilder(out_dir, index=index)
+    try:
+        builder.plan([shard.meta for shard in shard_list])
+        for shard in shard_list:
+            builder.add(shard)
+            if on_shard:
+                on_shard(shard)
+        return builder.finish()
+    except BaseException:
+        builder.abort()
+        raise

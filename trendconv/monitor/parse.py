@@ -1,0 +1,178 @@
+"""Turn one monitor CSV file into normalized trend rows (no database ids), following §3.3 and §4.2 of the spec."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from trendconv.dump.parse import ParseOptions
+from trendconv.dump.rules import apply_mapping
+from trendconv.errors import DataError
+from trendconv.monitor import rules
+from trendconv.scan.monitor import CsvFile
+
+KEY_COLUMNS = ("name", "vpp_stage", "step", "micro_step")
+
+
+@dataclass
+class MonitorRows:
+    """The valid rows of one CSV file, in file order, and what the file says about its steps."""
+
+    columns: dict[str, pa.Array]
+    stats: list[str]
+    has_micro_step: bool
+    skipped: Counter = field(default_factory=Counter)
+
+    def __len__(self) -> int:
+        return len(self.columns["target_name"])
+
+    def micro_steps_per_step(self) -> list[list[int]]:
+        """[original step, micro-step count] pairs (§7): max(micro_step + 1), 1 without the column."""
+        if not len(self):
+            return []
+        if not self.has_micro_step:
+            return [[step, 1] for step in sorted(set(self.columns["step"].to_pylist()))]
+        table = pa.table({"step": self.columns["step"], "count": pc.add(self.columns["micro_step"], 1)})
+        counts = table.group_by("step").aggregate([("count", "max")]).sort_by("step")
+        return [
+            [step, max(count, 0)] for step, count in zip(counts["step"].to_pylist(), counts["count_max"].to_pylist())
+        ]
+
+
+def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
+    header, cells = read_cells(csv_file)
+    stats = rules.stats_of(header)
+    columns = {name: cells[header.index(name)] for name in dict.fromkeys(header)}
+    rows = len(cells[0]) if cells else 0
+    skipped: Counter = Counter()
+    for required in ("name", "vpp_stage"):
+        if required not in columns:
+            skipped[f"row of a file without a {required} column"] += rows
+            return MonitorRows(_empty(stats), stats, "micro_step" in columns, skipped)
+    keys = {
+        "target_name": rules.name_values(columns["name"]),
+        "vpp_stage": rules.integer_values(columns["vpp_stage"]),
+        "step": _optional_integer(columns, "step", rows),
+        "micro_step": _optional_integer(columns, "micro_step", rows),
+    }
+    valid = _valid_rows(keys, skipped)
+    values = {stat: rules.stat_values(columns[stat]) for stat in stats}
+    kept = {name: column.filter(valid) for name, column in {**keys, **values}.items()}
+    kept["target_name"] = _mapped(kept["target_name"], options.mapping)
+    return MonitorRows(kept, stats, "micro_step" in columns, skipped)
+
+
+def _optional_integer(columns: dict[str, pa.Array], name: str, rows: int) -> pa.Array:
+    """An absent step or micro_step column means 0 for every row."""
+    if name not in columns:
+        return pa.repeat(pa.scalar(0, pa.int64()), rows)
+    return rules.integer_values(columns[name])
+
+
+def _valid_rows(keys: dict[str, pa.Array], skipped: Counter) -> pa.Array:
+    valid = pa.repeat(pa.scalar(True), len(keys["vpp_stage"]))
+    for name in ("vpp_stage", "step", "micro_step"):
+        invalid = pc.and_(valid, pc.is_null(keys[name]))
+        count = pc.sum(invalid.cast(pa.int64())).as_py() or 0
+        if count:
+            skipped[f"row whose {name} is not an integer"] += count
+        valid = pc.and_(valid, pc.invert(invalid))
+    return valid
+
+
+def _mapped(names: pa.Array, mapping: tuple[tuple[str, str], ...]) -> pa.Array:
+    if not mapping:
+        return names
+    encoded = names.dictionary_encode()
+    renamed = pa.array([apply_mapping(name, mapping) for name in encoded.dictionary.to_pylist()], pa.string())
+    return renamed.take(encoded.indices)
+
+
+def _empty(stats: list[str]) -> dict[str, pa.Array]:
+    columns = {"target_name": pa.array([], pa.string())}
+    columns.update({name: pa.array([], pa.int64()) for name in ("vpp_stage", "step", "micro_step")})
+    columns.update({stat: pa.array([], pa.float64()) for stat in stats})
+    return columns
+
+
+def read_cells(csv_file: CsvFile) -> tuple[list[str], list[pa.Array]]:
+    """The header and every column as text, as pandas would split the file; short rows are padded with NA."""
+    path = csv_file.path
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not raw.strip():
+        raise DataError(f"{path}: empty file: no header line")
+    short: list[int] = []
+    table = _read_text_table(raw, path, short)
+    if short:
+        return _read_with_padding(raw, path)
+    header = [cell for cell in table.slice(0, 1).to_pylist()[0].values()]
+    return header, [column.combine_chunks().slice(1) for column in table.columns]
+
+
+def _read_text_table(raw: bytes, path, short: list[int]) -> pa.Table:
+    """Every field as text. Rows with too few fields are noted in SHORT; too many fields are an error."""
+    long: list[tuple[int, int, int]] = []
+
+    def on_invalid(row) -> str:
+        if row.actual_columns > row.expected_columns:
+            long.append((row.number, row.actual_columns, row.expected_columns))
+        else:
+            short.append(row.number)
+        return "skip"
+
+    width = _header_width(raw, path)
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(raw),
+            read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=False),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(
+                column_types={f"f{index}": pa.string() for index in range(width)},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                null_values=[],
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        reason = str(exc).splitlines()[0]
+        place = re.search(r"column #(\d+): Row #(\d+)", reason)
+        if "invalid UTF8" in reason and place:
+            column, line = int(place[1]) + 1, int(place[2])
+            raise DataError(f"{path}: line {line}, field {column}: not UTF-8 text") from None
+        raise DataError(f"{path}: not a readable CSV file: {reason}") from None
+    if long:
+        number, actual, expected = long[0]
+        raise DataError(f"{path}: line {number}: {actual} fields, the header has {expected}")
+    return table
+
+
+def _header_width(raw: bytes, path) -> int:
+    start = len(raw) - len(raw.lstrip(b"\r\n"))
+    end = raw.find(b"\n", start)
+    first = _text(raw[start : None if end < 0 else end], path)
+    return len(next(csv.reader([first])))
+
+
+def _text(raw: bytes, path) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _read_with_padding(raw: bytes, path) -> tuple[list[str], list[pa.Array]]:
+    """The slow path for files with short rows: pandas fills the missing trailing fields with NaN."""
+    lines = [row for row in csv.reader(io.StringIO(_text(raw, path), newline="")) if row]
+    header, body = lines[0], lines[1:]
+    padded = [row + [""] * (len(header) - len(row)) for row in body]
+    return header, [pa.array([row[index] for row in padded], pa.string()) for index in range(len(header))]

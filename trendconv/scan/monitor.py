@@ -1,0 +1,200 @@
+"""Scan a DATA directory for msprobe monitor CSV files (monitor-format.md §3), deterministically.
+
+The reference lists directories in raw file-system order and lets the last listed run of a rank win; here
+every listing is sorted, a rank's newest run is used, and everything left out is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from trendconv.errors import DataError, UsageError
+from trendconv.monitor.rules import METRICS
+
+HOOK_PREFIXES = ("attention_hook", "linear_hook", "moe_router_weight_hook", "moe_router_logit_hook")
+RUN_DIR = re.compile(r"([\w-]{0,20})-rank(\d{1,5})-")
+_PART = re.compile(r"\w+_\d+-\d+_part_\d+\.csv$")
+# No year in the tag: a leap year, so that a run started on 29 February is a date (the reference aborts on it).
+_TIME_FORMAT, _YEAR = "%b%d_%H-%M-%S %Y", "2000"
+
+
+@dataclass(frozen=True)
+class CsvFile:
+    """One monitor CSV file: the unit of work of the parse stage."""
+
+    rank: int
+    run_dir: str
+    name: str
+    metric: str
+    data: Path
+
+    @property
+    def path(self) -> Path:
+        return self.data / self.run_dir / self.name
+
+    @property
+    def relative(self) -> str:
+        return f"{self.run_dir}/{self.name}"
+
+    @property
+    def order(self) -> tuple:
+        """Processing order: rank, run, then each metric's files by step range (live `.csv` before `.csv.bak`)."""
+        start, end = _step_range(self.name, self.metric)
+        return (self.rank, self.run_dir, self.metric, start, end, self.name)
+
+
+@dataclass
+class MonitorScan:
+    files: list[CsvFile] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped_files: Counter = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    name: str
+    rank_text: str
+    started: datetime
+
+    @property
+    def rank(self) -> int:
+        return int(self.rank_text)
+
+
+def has_monitor_data(data: Path) -> bool:
+    """Whether DATA holds at least one run directory (what `--format auto` looks for)."""
+    return bool(_run_dirs(data))
+
+
+def scan_monitor(data: Path) -> MonitorScan:
+    """Every accepted CSV file of DATA's run directories, in processing order."""
+    _check_data(data)
+    result = MonitorScan()
+    runs = _run_dirs(data)
+    if not runs:
+        raise DataError(
+            f"{data}: no monitor data: no run directories (expected names like 'Feb20_16-27-56-rank0-1a2b3c4d')"
+        )
+    for run in _newest_per_rank(data, runs, result):
+        result.files.extend(_csv_files(data, run, result))
+    if not result.files:
+        raise DataError(
+            f"{data}: no monitor data: the run directories hold no metric CSV files", warnings=result.warnings
+        )
+    _warn_unusual(result)
+    result.files.sort(key=lambda csv_file: csv_file.order)
+    return result
+
+
+def _check_data(data: Path) -> None:
+    if not data.exists():
+        raise UsageError(f"{data}: DATA does not exist")
+    if not data.is_dir():
+        raise UsageError(f"{data}: DATA is not a directory")
+
+
+def _run_dirs(data: Path) -> list[RunDir]:
+    runs = []
+    for name in sorted(os.listdir(data)):
+        match = RUN_DIR.match(name)
+        if match and (data / name).is_dir():
+            runs.append(RunDir(name, match[2], _started(data / name, match[1])))
+    return runs
+
+
+def _started(path: Path, tag: str) -> datetime:
+    try:
+        return datetime.strptime(f"{tag} {_YEAR}", _TIME_FORMAT)
+    except ValueError:
+        raise DataError(
+            f"{path}: named like a monitor run directory, but {tag!r} is not a time tag like 'Feb20_16-27-56'; "
+            "rename or move it"
+        ) from None
+
+
+def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> list[RunDir]:
+    """One run per rank string, as the reference; here the newest by its time tag, and the others are named."""
+    by_rank: dict[str, list[RunDir]] = {}
+    for run in runs:
+        by_rank.setdefault(run.rank_text, []).append(run)
+    chosen = []
+    for rank_text, candidates in sorted(by_rank.items(), key=lambda item: (int(item[0]), item[0])):
+        newest = max(candidates, key=lambda run: (run.started, run.name))
+        chosen.append(newest)
+        for run in sorted(candidates, key=lambda run: run.name):
+            if run is not newest:
+                files = sum(1 for _ in _accepted_names(data / run.name))
+                result.warnings.append(
+                    f"{data / run.name}: another run of rank{rank_text}; using the newer {newest.name} only, "
+                    f"{files} CSV files of this run are not converted (msprobe data2db also keeps one run per rank)"
+                )
+    return chosen
+
+
+def _csv_files(data: Path, run: RunDir, result: MonitorScan) -> list[CsvFile]:
+    files = []
+    for name in sorted(os.listdir(data / run.name)):
+        path = data / run.name / name
+        if not path.is_file():
+            continue
+        metric = metric_of(name)
+        if metric is None:
+            result.skipped_files[_skip_reason(name)] += 1
+            continue
+        files.append(CsvFile(run.rank, run.name, name, metric, data))
+    return files
+
+
+def _accepted_names(run_path: Path):
+    return (name for name in os.listdir(run_path) if metric_of(name) and (run_path / name).is_file())
+
+
+def metric_of(name: str) -> str | None:
+    """§3.2: the metric a file name is accepted for; the name need only start with `<metric>_<a>-<b>.csv`."""
+    parts = name.split("_")
+    if len(parts) < 2:
+        return None
+    metric = "_".join(parts[:-1])
+    if metric not in METRICS or _step_range(name, metric) is None:
+        return None
+    return metric
+
+
+def _step_range(name: str, metric: str) -> tuple[int, int] | None:
+    """The `<a>-<b>` of the name: the reference never uses it; here it orders a metric's files."""
+    match = re.match(rf"{metric}_(\d+)-(\d+)\.csv", name)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _skip_reason(name: str) -> str:
+    if _PART.match(name):
+        return "split file (<metric>_<a>-<b>_part_<i>.csv)"
+    if name.startswith(HOOK_PREFIXES):
+        return "L2 feature file (*_hook_*.csv)"
+    if name == "stack_info.csv":
+        return "stack_info.csv (call stacks, no statistics)"
+    return "not a metric CSV file"
+
+
+def _warn_unusual(result: MonitorScan) -> None:
+    """Where msprobe data2db loses or adds data without a word, say so with counts."""
+    parts = result.skipped_files.get("split file (<metric>_<a>-<b>_part_<i>.csv)", 0)
+    if parts:
+        result.warnings.append(
+            f"{parts} split CSV files (<metric>_<a>-<b>_part_<i>.csv) are not converted: msprobe data2db does not "
+            "read them either, so their rows are not in the database"
+        )
+    hooks = result.skipped_files.get("L2 feature file (*_hook_*.csv)", 0)
+    if hooks:
+        result.warnings.append(f"{hooks} L2 feature CSV files (*_hook_*.csv) are not converted (as in msprobe data2db)")
+    odd = [csv_file for csv_file in result.files if not csv_file.name.endswith(".csv")]
+    if odd:
+        result.warnings.append(
+            f"{len(odd)} files whose names go on after '.csv' are converted, as msprobe data2db does "
+            f"(e.g. {odd[0].relative}); where they repeat a row of the live file, the live file's row is kept"
+        )
