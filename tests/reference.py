@@ -30,10 +30,19 @@ def msprobe_executable() -> Path:
 
 
 def run_msprobe(
-    data: Path, out: Path, *, micro_step: bool = True, mapping: Path | None = None, hash_seed: int = 0
+    data: Path,
+    out: Path,
+    *,
+    micro_step: bool = True,
+    mapping: Path | None = None,
+    hash_seed: int = 0,
+    input_format: str = "dump",
+    process_num: int | None = None,
 ) -> Path:
-    """Convert DATA with the reference; returns OUT/dump_data.trend.db."""
-    command = [str(msprobe_executable()), "data2db", "--format", "dump", "--data", str(data), "--db", str(out)]
+    """Convert DATA with the reference; returns OUT/dump_data.trend.db (or monitor_data.trend.db)."""
+    command = [str(msprobe_executable()), "data2db", "--format", input_format, "--data", str(data), "--db", str(out)]
+    if process_num is not None:
+        command += ["--process_num", str(process_num)]
     command += ["--micro_step", "true" if micro_step else "false"]
     if mapping is not None:
         command += ["--mapping", str(mapping)]
@@ -41,4 +50,4 @@ def run_msprobe(
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise AssertionError(f"msprobe data2db failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return out / "dump_data.trend.db"
+    return out / ("monitor_data.trend.db" if input_format == "monitor" else "dump_data.trend.db")

@@ -223,8 +223,8 @@ def test_duplicates_keep_the_first_row_and_are_counted(tmp_path):
     assert query(summary.load.db, "SELECT norm FROM trend_data") == [(1.0,)]
     assert summary.load.duplicates == 2
     assert summary.parse.warnings == [
-        f"1 files whose names go on after '.csv' are converted, as msprobe data2db does (e.g. {RUN}/"
-        "grad_reduced_0-0.csv.bak); where they repeat a row of the live file, the live file's row is kept"
+        f"1 file with a name that goes on after '.csv' converted, as msprobe data2db does (e.g. {RUN}/"
+        "grad_reduced_0-0.csv.bak); where such a file repeats a row of the live file, the live row is kept"
     ]
 
 
@@ -250,7 +250,7 @@ def test_a_metric_without_rows_is_left_out_with_a_warning(tmp_path):
     assert query(db, "SELECT * FROM global_stats") == [(0, 0, 0, "norm")]
     assert query(db, "SELECT metric_name FROM monitoring_metrics") == [("grad_reduced",)]
     assert summary.load.warnings == [
-        "actv: 1 CSV files without a valid data row; the metric is left out of the database "
+        "actv: 1 CSV file without a valid data row; the metric is left out of the database "
         "(msprobe data2db lists it in global_stats and may write no trend rows at all)"
     ]
 
@@ -327,9 +327,9 @@ def test_scan_sorts_and_reports_what_it_leaves_out(tmp_path):
         "stack_info.csv (call stacks, no statistics)": 1,
     }
     assert result.warnings == [
-        "1 split CSV files (<metric>_<a>-<b>_part_<i>.csv) are not converted: msprobe data2db does not read them "
-        "either, so their rows are not in the database",
-        "1 L2 feature CSV files (*_hook_*.csv) are not converted (as in msprobe data2db)",
+        "1 split CSV file (<metric>_<a>-<b>_part_<i>.csv) left out: msprobe data2db does not read them either, "
+        "so their rows are not in the database",
+        "1 L2 feature CSV file (*_hook_*.csv) left out, as msprobe data2db does",
     ]
 
 
@@ -341,8 +341,8 @@ def test_the_newest_run_of_a_rank_is_used_and_the_other_named(tmp_path):
     result = scan_monitor(data)
     assert [csv_file.relative for csv_file in result.files] == [f"{new}/other_0-0.csv"]
     assert result.warnings == [
-        f"{data / old}: another run of rank0; using the newer {new} only, 2 CSV files of this run are not "
-        "converted (msprobe data2db also keeps one run per rank)"
+        f"{data / old}: another run of rank0; using the newer {new} only, 2 CSV files of this run left out "
+        "(msprobe data2db also keeps one run per rank)"
     ]
 
 

@@ -48,3 +48,8 @@ def kind_of(value) -> str:
     """A JSON value's kind in words, for messages."""
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number")
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 file`, `2 files`: counts in messages."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

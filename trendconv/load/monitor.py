@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from trendconv import shards
 from trendconv.dump.parse import options_text
-from trendconv.errors import DataError
+from trendconv.errors import DataError, plural
 from trendconv.faults import fault_point
 from trendconv.load import LoadSummary, build_indexes, clean_values, open_build, prepare_build, publish, schema
 from trendconv.tags import monitor_tags_of
@@ -85,7 +85,7 @@ def _rowless_metric_warnings(metas: list[dict], with_rows: Counter) -> list[str]
     """Q1: msprobe lists such a metric in global_stats (where the Trend Analyzer cannot find it)."""
     files = Counter(meta["metric"] for meta in metas if not with_rows[meta["metric"]])
     return [
-        f"{metric}: {count} CSV files without a valid data row; the metric is left out of the database "
+        f"{metric}: {plural(count, 'CSV file')} without a valid data row; the metric is left out of the database "
         "(msprobe data2db lists it in global_stats and may write no trend rows at all)"
         for metric, count in sorted(files.items())
     ]

@@ -57,7 +57,7 @@ def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
             skipped[f"row of a file without a {required} column"] += rows
             return MonitorRows(_empty(stats), stats, "micro_step" in columns, skipped)
     keys = {
-        "target_name": rules.name_values(columns["name"]),
+        "target_name": rules.name_values(columns["name"], _row_kind(columns)),
         "vpp_stage": rules.integer_values(columns["vpp_stage"]),
         "step": _optional_integer(columns, "step", rows),
         "micro_step": _optional_integer(columns, "micro_step", rows),
@@ -67,6 +67,13 @@ def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
     kept = {name: column.filter(valid) for name, column in {**keys, **values}.items()}
     kept["target_name"] = _mapped(kept["target_name"], options.mapping)
     return MonitorRows(kept, stats, "micro_step" in columns, skipped)
+
+
+def _row_kind(columns: dict[str, pa.Array]) -> str | None:
+    """Only a file whose names are numbers can be all-numeric; real monitor files never are."""
+    if rules.column_kind(columns["name"]) == rules.TEXT:
+        return None
+    return rules.row_kind(list(columns.values()))
 
 
 def _optional_integer(columns: dict[str, pa.Array], name: str, rows: int) -> pa.Array:

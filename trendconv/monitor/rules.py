@@ -64,8 +64,11 @@ NA_TOKENS = (
     "null",
 )
 _NA = pa.array(NA_TOKENS)
-_INT = re.compile(r"\s*[+-]?\d+\s*")
-_TRUE, _FALSE = ("True", "TRUE", "true"), ("False", "FALSE", "false")
+# What pandas' C parser takes for numbers (ASCII digits only, no underscores, unlike Python's int/float).
+_INT = re.compile(r"\s*[+-]?[0-9]+\s*")
+_FLOAT = re.compile(r"\s*[+-]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity)\s*", re.IGNORECASE)
+_BOOLEANS = {"true": True, "false": False}
+INT64_MAX = 2**63 - 1
 INT, FLOAT, BOOL, TEXT = "int", "float", "bool", "text"
 
 
@@ -81,9 +84,11 @@ def stat_values(column: pa.Array) -> pa.Array:
     try:
         return pc.if_else(na, math.nan, pc.cast(column, pa.float64()))
     except pa.ArrowInvalid:
-        return pa.array(
-            [math.nan if is_na else _float_or_none(text) for text, is_na in _cells(column, na)], pa.float64()
-        )
+        pass
+    if column_kind(column) == BOOL:
+        return pa.array([float(value) for value in typed_values(column, BOOL)], pa.float64())
+    values = [math.nan if is_na else _float_or_none(text) for text, is_na in _cells(column, na)]
+    return pa.array(values, pa.float64())
 
 
 def _float_or_none(text: str) -> float | None:
@@ -103,34 +108,48 @@ def integer_values(column: pa.Array) -> pa.Array:
 
 def _int_or_none(value) -> int | None:
     try:
-        return int(value)
+        number = int(value)
     except (ValueError, TypeError, OverflowError):
         return None
+    return number if -INT64_MAX <= number <= INT64_MAX else None
 
 
-def name_values(column: pa.Array) -> pa.Array:
-    """`str()` of each cell as pandas typed it: an NA cell is the name 'nan', a numeric column's names are numbers."""
+def name_values(column: pa.Array, row_kind: str | None = None) -> pa.Array:
+    """`str()` of each cell as pandas typed it: an NA cell is the name 'nan', a numeric column's names are numbers.
+
+    ROW_KIND FLOAT: every column of the file is numeric and one is float, so pandas hands over whole rows as
+    float64 and an integer name `1` reads `1.0`.
+    """
     na = pc.is_in(column, _NA)
-    kind = column_kind(column)
+    kind = row_kind or column_kind(column)
     if kind == TEXT:
         return pc.if_else(na, "nan", column)
     return pa.array([str(value) for value in typed_values(column, kind)], pa.string())
 
 
+def row_kind(columns: list[pa.Array]) -> str | None:
+    """FLOAT when every column is numeric and one is float (pandas then hands over rows as float64)."""
+    kinds = {column_kind(column) for column in columns}
+    return FLOAT if kinds == {INT, FLOAT} or kinds == {FLOAT} else None
+
+
 def column_kind(column: pa.Array) -> str:
     """The dtype pandas infers for a column of text cells: int, float, bool or text (object)."""
     na = pc.is_in(column, _NA)
-    cells = [text for text, is_na in _cells(column, na) if not is_na]
-    any_na = len(cells) < len(column)
-    if not cells:
+    if pc.all(na).as_py() is not False:
         return FLOAT
-    if all(_INT.fullmatch(text) for text in cells):
+    any_na = pc.any(na).as_py()
+    if _all_match(column, na, _INT.pattern):
         return FLOAT if any_na else INT
-    if all(_float_or_none(text) is not None for text in cells):
+    if _all_match(column, na, "(?i)" + _FLOAT.pattern):
         return FLOAT
-    if all(text in _TRUE or text in _FALSE for text in cells):
-        return TEXT if any_na else BOOL
+    if pc.all(pc.or_(na, pc.is_in(pc.utf8_lower(column), pa.array(list(_BOOLEANS))))).as_py():
+        return BOOL
     return TEXT
+
+
+def _all_match(column: pa.Array, na: pa.Array, pattern: str) -> bool:
+    return pc.all(pc.or_(na, pc.match_substring_regex(column, f"^(?:{pattern})$"))).as_py()
 
 
 def typed_values(column: pa.Array, kind: str) -> list:
@@ -139,7 +158,7 @@ def typed_values(column: pa.Array, kind: str) -> list:
     convert = {
         INT: lambda text: int(text.strip()),
         FLOAT: lambda text: float(text.strip()),
-        BOOL: lambda text: text in _TRUE,
+        BOOL: lambda text: _BOOLEANS[text.lower()],
     }
     to_value = convert.get(kind, str)
     return [math.nan if is_na else to_value(text) for text, is_na in _cells(column, na)]

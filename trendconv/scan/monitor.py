@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from trendconv.errors import DataError, UsageError
+from trendconv.errors import DataError, UsageError, plural
 from trendconv.monitor.rules import METRICS
 
 HOOK_PREFIXES = ("attention_hook", "linear_hook", "moe_router_weight_hook", "moe_router_logit_hook")
@@ -131,7 +131,7 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
                 files = sum(1 for _ in _accepted_names(data / run.name))
                 result.warnings.append(
                     f"{data / run.name}: another run of rank{rank_text}; using the newer {newest.name} only, "
-                    f"{files} CSV files of this run are not converted (msprobe data2db also keeps one run per rank)"
+                    f"{plural(files, 'CSV file')} of this run left out (msprobe data2db also keeps one run per rank)"
                 )
     return chosen
 
@@ -186,15 +186,17 @@ def _warn_unusual(result: MonitorScan) -> None:
     parts = result.skipped_files.get("split file (<metric>_<a>-<b>_part_<i>.csv)", 0)
     if parts:
         result.warnings.append(
-            f"{parts} split CSV files (<metric>_<a>-<b>_part_<i>.csv) are not converted: msprobe data2db does not "
+            f"{plural(parts, 'split CSV file')} (<metric>_<a>-<b>_part_<i>.csv) left out: msprobe data2db does not "
             "read them either, so their rows are not in the database"
         )
     hooks = result.skipped_files.get("L2 feature file (*_hook_*.csv)", 0)
     if hooks:
-        result.warnings.append(f"{hooks} L2 feature CSV files (*_hook_*.csv) are not converted (as in msprobe data2db)")
+        result.warnings.append(
+            f"{plural(hooks, 'L2 feature CSV file')} (*_hook_*.csv) left out, as msprobe data2db does"
+        )
     odd = [csv_file for csv_file in result.files if not csv_file.name.endswith(".csv")]
     if odd:
         result.warnings.append(
-            f"{len(odd)} files whose names go on after '.csv' are converted, as msprobe data2db does "
-            f"(e.g. {odd[0].relative}); where they repeat a row of the live file, the live file's row is kept"
+            f"{plural(len(odd), 'file')} with a name that goes on after '.csv' converted, as msprobe data2db does "
+            f"(e.g. {odd[0].relative}); where such a file repeats a row of the live file, the live row is kept"
         )
