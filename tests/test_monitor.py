@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -484,3 +485,64 @@ def test_data2db_format_monitor(example, tmp_path):
         1,
         f"error: {example}: no dump data: no 'step*' directories (expected names like 'step0')\n",
     )
+
+
+def test_inspect_monitor_shards(example, tmp_path):
+    write_file_set(example / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    assert invoke("run", example, "--db", tmp_path / "out", "-j", "1", "-q").exit_code == 0
+    work = tmp_path / "out" / ".trendconv"
+    (work / "monitor" / "shards" / RUN / "grad_reduced_0-1.csv.parquet").unlink()
+    dump = invoke("inspect", work)
+    assert dump.stdout.splitlines()[3] == f"WORK also holds monitor shards: trendconv inspect {work} --format monitor"
+    result = invoke("inspect", work, "--format", "monitor")
+    digest = api.ParseOptions().mapping_sha256[:12]
+    assert (result.exit_code, result.stdout) == (
+        0,
+        f"WORK {work} (monitor data)\n"
+        f"DATA {example} (micro-step, mapping sha256 {digest})\n"
+        "parse complete\n"
+        f"WORK also holds dump shards: trendconv inspect {work} --format dump\n"
+        "rank  file                                                 status  rows  skipped\n"
+        f"   0  {RUN}/actv_0-1.csv               ok     8\n"
+        f"   0  {RUN}/grad_reduced_0-1.csv  missing     0\n"
+        "total: 2 shards (1 ok, 1 missing); rows 8 (actv 8, actv_grad 0, exp_avg 0, exp_avg_sq 0, grad_unreduced 0, "
+        "grad_reduced 0, param_origin 0, param_updated 0, other 0); skipped: none\n",
+    )
+    document = orjson.loads(invoke("inspect", work, "--format", "monitor", "--json").stdout)
+    assert document["shards"][0] == {
+        "file": f"{RUN}/actv_0-1.csv",
+        "rank": 0,
+        "shard": "actv_0-1.csv.parquet",
+        "status": "ok",
+        "rows": 8,
+        "rows_per_metric": dict.fromkeys(rules.METRICS, 0) | {"actv": 8},
+        "skipped": {},
+    }
+    assert (document["input_format"], document["other_formats"]) == ("monitor", ["dump"])
+
+
+@pytest.mark.parametrize(("fault", "reused"), [("parse-shard@2", 2), ("load-shard@2", 3), ("load-before-rename", 3)])
+def test_sigkill_then_rerun_gives_the_clean_monitor_db(example, tmp_path, fault, reused):
+    write_run(example, {"other_0-1.csv": GRAD})
+    clean = convert(example, tmp_path / "clean").load.db.read_bytes()
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "trendconv",
+        "run",
+        str(example),
+        "--db",
+        str(out),
+        "-j",
+        "1",
+        "--format",
+        "monitor",
+    ]
+    killed = subprocess.run([*command, "-q"], env={**os.environ, "TRENDCONV_FAULT": fault}, capture_output=True)
+    assert killed.returncode == -9
+    assert not (out / "monitor_data.trend.db").exists()
+    again = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert f"  3 monitor CSV files: {3 - reused} parsed, {reused} reused" in again.stdout
+    assert (out / "monitor_data.trend.db").read_bytes() == clean
+    assert sorted(path.name for path in out.iterdir()) == [".trendconv", "monitor_data.trend.db"]

@@ -134,7 +134,7 @@ PLUGIN_STATEMENTS = {
 }
 
 
-def plugin_results(db: Path, metric_name: str, step: int, rank: int, tag: str) -> dict[str, list]:
+def plugin_results(db: Path, metric_name: str, step: int, rank: int, tag: str, statements=None) -> dict[str, list]:
     conn = sqlite3.connect(db)
     try:
         (metric,) = conn.execute(
@@ -142,7 +142,7 @@ def plugin_results(db: Path, metric_name: str, step: int, rank: int, tag: str) -
         ).fetchone()
         values = {"metric": metric, "step": step, "rank": rank, "tag": tag}
         results = {}
-        for name, (sql, params) in PLUGIN_STATEMENTS.items():
+        for name, (sql, params) in (statements or PLUGIN_STATEMENTS).items():
             rows = conn.execute(sql, {key: values[key] for key in params}).fetchall()
             # ids differ by design: S5 lists ids first, replace them by the target they name
             results[name] = sorted(row[1:] if name == "S5" else row for row in rows)

@@ -7,12 +7,14 @@ docs/migration.md, each compared table by table by names with trendconv.diff.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import query
 from reference import run_msprobe
 from test_monitor import ACTV, GRAD, write_run
+from test_reference import PLUGIN_STATEMENTS, plugin_results
 
 from benchmarks.gen_monitor import generate
 from trendconv import api
@@ -181,3 +183,27 @@ def test_difference_an_all_integer_file_keeps_its_values(tmp_path):
     )
     assert sorted(query(reference, by_name)) == [("1", 0, None, None), ("2", 1, None, None)]
     assert sorted(query(ours.load.db, by_name)) == [("1", 0, 5.0, 0.0), ("2", 1, 7.0, 1.0)]
+
+
+@pytest.mark.parametrize("metric", ["actv", "grad_reduced"])
+def test_plugin_statements_give_the_same_results(tmp_path, metric):
+    """The Trend Analyzer's statements replayed on both databases (global_stats by name: its order is arbitrary)."""
+    generate(tmp_path / "data", ranks=2, steps=3, layers=2, pp=2)
+    reference, ours = convert_both(tmp_path / "data", tmp_path, micro_step=True, seed=1)
+    statements = {name: statement for name, statement in PLUGIN_STATEMENTS.items() if name != "S2"}
+    for step, rank, tag in [(0, 0, "layers.0"), (2, 1, "linear_qkv"), (4, 0, "weight")]:
+        expected = plugin_results(reference, metric, step, rank, tag, statements)
+        assert expected["S7 step"]  # the chosen views are not empty
+        assert plugin_results(ours.load.db, metric, step, rank, tag, statements) == expected
+    assert global_stats_by_name(ours.load.db) == global_stats_by_name(reference)
+
+
+def global_stats_by_name(db: Path) -> dict:
+    conn = sqlite3.connect(db)
+    try:
+        cursor = conn.execute("SELECT * FROM global_stats ORDER BY ROWID DESC LIMIT 1")
+        row = cursor.fetchone()
+        names = [column[0] for column in cursor.description]
+    finally:
+        conn.close()
+    return {name: sorted(value.split(",")) if isinstance(value, str) else value for name, value in zip(names, row)}

@@ -135,7 +135,7 @@ def test_inspect_text(tmp_path):
     digest = api.ParseOptions().mapping_sha256[:12]
     assert result.exit_code == 0
     assert result.stdout == (
-        f"WORK {work}\n"
+        f"WORK {work} (dump data)\n"
         f"DATA {data} (micro-step, mapping sha256 {digest})\n"
         "parse complete\n"
         "step  rank   status  rows  forward  backward  recompute  parameters_grad  skipped\n"
@@ -162,7 +162,18 @@ def test_inspect_json_and_stale(tmp_path):
         "rows_per_metric": {"forward": 7, "backward": 3, "recompute": 2, "parameters_grad": 1},
         "skipped": {"null": 1, "unsupported dtype": 1},
     }
-    assert sorted(document) == ["complete", "data", "note", "options", "shards", "totals", "work"]
+    assert sorted(document) == [
+        "complete",
+        "data",
+        "input_format",
+        "note",
+        "options",
+        "other_formats",
+        "shards",
+        "totals",
+        "work",
+    ]
+    assert (document["input_format"], document["other_formats"]) == ("dump", [])
     assert document["totals"] == {
         "shards": 2,
         "status": {"ok": 1, "stale": 1, "corrupt": 0, "missing": 0},

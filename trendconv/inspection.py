@@ -8,65 +8,82 @@ from pathlib import Path
 from trendconv import shards, workdir
 from trendconv.dump.parse import ParseOptions, options_text
 from trendconv.errors import DataError, TrendconvError, UsageError
-from trendconv.load.schema import METRICS
+from trendconv.load.schema import METRICS, MONITOR_METRICS
 from trendconv.parse import CORRUPT, MISSING, OK, ParseTask, status_of
-from trendconv.scan import scan
+from trendconv.parse.formats import DUMP, FORMATS, MONITOR
+
+_METRICS = {DUMP: METRICS, MONITOR: MONITOR_METRICS}
 
 
-def inspect_work(work: Path) -> dict:
-    """The JSON document of `inspect --json`: the work's settings, one entry per shard, totals."""
+def inspect_work(work: Path, input_format: str | None = None) -> dict:
+    """The JSON document of `inspect --json`: the work's settings, one entry per shard, totals.
+
+    Without INPUT_FORMAT: the dump part of WORK if a parse of dump data was started there, else the monitor part.
+    """
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    settings = workdir.read_json_document(workdir.work_json_path(work), "no parse was started in this WORK")
+    started = [fmt for fmt in FORMATS if workdir.work_json_path(FORMATS[fmt].work_dir(work)).is_file()]
+    input_format = input_format or (started[0] if started else DUMP)
+    part = FORMATS[input_format].work_dir(work)
+    settings = workdir.read_json_document(workdir.work_json_path(part), f"no parse of {input_format} data was started")
     data = Path(settings["data"])
-    entries, note = _entries(work, data, settings["options"])
+    entries, note = _entries(part, data, settings["options"], input_format)
     return {
         "work": str(work),
+        "input_format": input_format,
+        "other_formats": [fmt for fmt in started if fmt != input_format],
         "data": str(data),
         "options": settings["options"],
-        "complete": workdir.manifest_path(work).is_file(),
+        "complete": workdir.manifest_path(part).is_file(),
         "note": note,
         "shards": entries,
-        "totals": _totals(entries),
+        "totals": _totals(entries, _METRICS[input_format]),
     }
 
 
-def _entries(work: Path, data: Path, options: dict) -> tuple[list[dict], str | None]:
+def _entries(part: Path, data: Path, options: dict, input_format: str) -> tuple[list[dict], str | None]:
     try:
-        file_sets = scan(data).file_sets
+        units = FORMATS[input_format].scan(data).units
     except TrendconvError as exc:
-        return [_entry_without_source(path) for path in shards.list_shards(work)], f"sources not checked: {exc}"
-    return [_entry(work, file_set, options) for file_set in file_sets], None
+        found = shards.list_shards(part, "**/*.parquet")
+        return [_entry_without_source(path, input_format) for path in found], f"sources not checked: {exc}"
+    return [_entry(part, unit, options, input_format) for unit in units], None
 
 
-def _entry(work: Path, file_set, options: dict) -> dict:
-    task = ParseTask(file_set, ParseOptions(micro_step=bool(options.get("micro_step"))), work)
+def _entry(part: Path, unit, options: dict, input_format: str) -> dict:
+    task = ParseTask(unit, ParseOptions(micro_step=bool(options.get("micro_step"))), part, input_format)
     status, meta = status_of(task, options)
-    return _describe(file_set.step, file_set.rank, task.shard_path, status, meta)
+    place = {"file": unit.relative} if input_format == MONITOR else {"step": unit.step}
+    return _describe({**place, "rank": unit.rank}, task.shard_path, status, meta, input_format)
 
 
-def _entry_without_source(path: Path) -> dict:
+def _entry_without_source(path: Path, input_format: str) -> dict:
     try:
         meta = shards.read_meta(path)
     except DataError:
-        return _describe(None, None, path, CORRUPT, None)
-    return _describe(meta["step"], meta["rank"], path, OK, meta)
+        place = {"file": None} if input_format == MONITOR else {"step": None}
+        return _describe({**place, "rank": None}, path, CORRUPT, None, input_format)
+    if input_format == MONITOR:
+        place = {"file": f"{meta['run_dir']}/{meta['file']}"}
+    else:
+        place = {"step": meta["step"]}
+    return _describe({**place, "rank": meta["rank"]}, path, OK, meta, input_format)
 
 
-def _describe(step, rank, path: Path, status: str, meta: dict | None) -> dict:
+def _describe(place: dict, path: Path, status: str, meta: dict | None, input_format: str) -> dict:
     meta = meta or {}
+    per_metric = meta.get("rows_per_metric", {})
     return {
-        "step": meta.get("step", step),
-        "rank": meta.get("rank", rank),
+        **place,
         "shard": path.name,
         "status": status,
         "rows": meta.get("rows", 0),
-        "rows_per_metric": {metric: meta.get("rows_per_metric", {}).get(metric, 0) for metric in METRICS},
+        "rows_per_metric": {metric: per_metric.get(metric, 0) for metric in _METRICS[input_format]},
         "skipped": meta.get("skipped", {}),
     }
 
 
-def _totals(entries: list[dict]) -> dict:
+def _totals(entries: list[dict], metrics) -> dict:
     statuses = Counter(entry["status"] for entry in entries)
     per_metric, skipped = Counter(), Counter()
     for entry in entries:
@@ -76,7 +93,7 @@ def _totals(entries: list[dict]) -> dict:
         "shards": len(entries),
         "status": {status: statuses.get(status, 0) for status in (OK, "stale", CORRUPT, MISSING)},
         "rows": sum(entry["rows"] for entry in entries),
-        "rows_per_metric": {metric: per_metric.get(metric, 0) for metric in METRICS},
+        "rows_per_metric": {metric: per_metric.get(metric, 0) for metric in metrics},
         "skipped": dict(sorted(skipped.items())),
     }
 
@@ -84,24 +101,47 @@ def _totals(entries: list[dict]) -> dict:
 def format_inspection(document: dict) -> str:
     """A table a person can read: one line per shard, then the totals."""
     lines = [
-        f"WORK {document['work']}",
+        f"WORK {document['work']} ({document['input_format']} data)",
         f"DATA {document['data']} ({options_text(document['options'])})",
         f"parse {'complete' if document['complete'] else 'NOT complete'}",
     ]
     if document["note"]:
         lines.append(document["note"])
-    header = ("step", "rank", "status", "rows", *METRICS, "skipped")
-    table = [header] + [_row(entry) for entry in document["shards"]]
+    for other in document["other_formats"]:
+        lines.append(f"WORK also holds {other} shards: trendconv inspect {document['work']} --format {other}")
+    monitor = document["input_format"] == MONITOR
+    header = (
+        ("rank", "file", "status", "rows", "skipped")
+        if monitor
+        else ("step", "rank", "status", "rows", *METRICS, "skipped")
+    )
+    table = [header] + [_monitor_row(entry) if monitor else _dump_row(entry) for entry in document["shards"]]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
-    lines += ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in table]
+    lines += [
+        "  ".join(_cell(cell, width, monitor and i == 1) for i, (cell, width) in enumerate(zip(row, widths)))
+        + "  "
+        + row[-1]
+        for row in table
+    ]
     lines.append(_totals_line(document["totals"]))
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _row(entry: dict) -> tuple[str, ...]:
-    skipped = ", ".join(f"{reason} {count}" for reason, count in sorted(entry["skipped"].items()))
+def _cell(text: str, width: int, left: bool) -> str:
+    return text.ljust(width) if left else text.rjust(width)
+
+
+def _skipped(entry: dict) -> str:
+    return ", ".join(f"{reason} {count}" for reason, count in sorted(entry["skipped"].items()))
+
+
+def _dump_row(entry: dict) -> tuple[str, ...]:
     counts = (str(entry["rows_per_metric"][metric]) for metric in METRICS)
-    return (str(entry["step"]), str(entry["rank"]), entry["status"], str(entry["rows"]), *counts, skipped)
+    return (str(entry["step"]), str(entry["rank"]), entry["status"], str(entry["rows"]), *counts, _skipped(entry))
+
+
+def _monitor_row(entry: dict) -> tuple[str, ...]:
+    return (str(entry["rank"]), str(entry["file"]), entry["status"], str(entry["rows"]), _skipped(entry))
 
 
 def _totals_line(totals: dict) -> str:

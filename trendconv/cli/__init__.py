@@ -253,12 +253,22 @@ def _run(data, db, options, input_format, *, work, workers, index, quiet, execut
 def inspect(
     work: Annotated[Path, typer.Argument(metavar="WORK", help="A WORK directory written by parse or run.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")] = False,
+    input_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            metavar="dump|monitor",
+            help="Which part of WORK to show. Default: dump if WORK holds dump shards, else monitor.",
+        ),
+    ] = None,
 ) -> None:
-    """Show each shard of WORK: step, rank, status (ok/stale/corrupt/missing), rows per metric, skips.
+    """Show each shard of WORK: step (or CSV file), rank, status (ok/stale/corrupt/missing), rows, skips.
 
     Example: trendconv inspect ./out/.trendconv --json
     """
-    document = inspection.inspect_work(work)
+    if input_format not in (None, "dump", "monitor"):
+        raise typer.BadParameter(f"{input_format!r} is not one of 'dump', 'monitor'", param_hint="'--format'")
+    document = inspection.inspect_work(work, input_format)
     if as_json:
         typer.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
     else:
