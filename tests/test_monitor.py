@@ -427,9 +427,16 @@ def test_stat_cells_follow_python_float_and_pandas_na():
 
 
 def test_name_cells_as_pandas_types_them():
-    assert rules.name_values(pa.array(["a.b", "NA", "", "None"])).to_pylist() == ["a.b", "nan", "nan", "nan"]
-    assert rules.name_values(pa.array(["1", "2"])).to_pylist() == ["1", "2"]
-    assert rules.name_values(pa.array(["1", "2.50"])).to_pylist() == ["1.0", "2.5"]
+    def names(cells: list[str], kind: str | None = None) -> list[str]:
+        column = pa.array(cells)
+        return rules.name_values(column, kind or rules.column_kind(column)).to_pylist()
+
+    assert names(["a.b", "NA", "", "None"]) == ["a.b", "nan", "nan", "nan"]
+    assert names(["1", "2"]) == ["1", "2"]
+    assert names(["1", "2.50"]) == ["1.0", "2.5"]
+    assert names(["1", "2"], rules.FLOAT) == ["1.0", "2.0"]  # the file is all numbers, one column a float
+    assert rules.row_kind([pa.array(["1"]), pa.array(["0.5"])]) == rules.FLOAT
+    assert rules.row_kind([pa.array(["1"]), pa.array(["a"])]) is None
 
 
 def test_integer_cells_as_pandas_types_them():
@@ -546,3 +553,17 @@ def test_sigkill_then_rerun_gives_the_clean_monitor_db(example, tmp_path, fault,
     assert f"  3 monitor CSV files: {3 - reused} parsed, {reused} reused" in again.stdout
     assert (out / "monitor_data.trend.db").read_bytes() == clean
     assert sorted(path.name for path in out.iterdir()) == [".trendconv", "monitor_data.trend.db"]
+
+
+def test_small_files_travel_to_workers_in_chunks(example, tmp_path, monkeypatch):
+    from trendconv import parse as parse_stage
+
+    for step in range(2, 7):
+        write_run(example, {f"other_{step}-{step}.csv": "vpp_stage,name,step,norm\n0,w,0,1\n"})  # 33 bytes each
+    _, tasks = parse_stage.plan(example, tmp_path / "work", api.ParseOptions(), "monitor")
+    sizes = [task.unit.path.stat().st_size for task in tasks]
+    assert sizes == [len(ACTV), len(GRAD), 33, 33, 33, 33, 33]
+    monkeypatch.setattr(parse_stage, "CHUNK_BYTES", len(ACTV) + len(GRAD))
+    assert [len(chunk) for chunk in parse_stage.chunks(tasks, most=3)] == [2, 3, 2]
+    assert [len(chunk) for chunk in parse_stage.chunks(tasks, most=1)] == [1] * 7
+    assert [task for chunk in parse_stage.chunks(tasks) for task in chunk] == tasks

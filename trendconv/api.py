@@ -239,9 +239,9 @@ class _AfterParseLoader(_InOrderLoader):
 
     def finish(self) -> LoadSummary:
         started = time.perf_counter()
-        self.builder.plan([self.ready[path] for path in self.order])
-        for path in self.order:
-            self._load(path)
+        shard_list = [shards.Shard(path, self.ready.pop(path)) for path in self.order]
+        self.builder.plan([shard.meta for shard in shard_list])
+        self.builder.add_all(shard_list, self.on_loaded)
         self.seconds += time.perf_counter() - started
         return self.builder.finish()
 

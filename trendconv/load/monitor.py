@@ -23,6 +23,7 @@ from trendconv.load import LoadSummary, build_indexes, clean_values, open_build,
 from trendconv.tags import monitor_tags_of
 
 _KEY_SEPARATOR = "\x1f"
+BATCH_ROWS = 65536
 
 
 @dataclass
@@ -120,6 +121,8 @@ class MonitorDbBuilder:
         self._plan: MonitorPlan | None = None
         self._targets: dict[str, int] = {}
         self._by_metric: dict[int, dict[int, None]] = {}
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
 
     def plan(self, metas: list[dict]) -> MonitorPlan:
         plan = self._plan = plan_monitor(metas)
@@ -141,27 +144,59 @@ class MonitorDbBuilder:
         values = (plan.min_step, plan.max_step, plan.max_rank, *texts)
         self._conn.execute(schema.insert_global_stats(len(values)), values)
 
-    def add(self, shard: shards.Shard) -> None:
+    def add_all(self, shard_list: list[shards.Shard], on_shard=None) -> None:
+        for shard in shard_list:
+            self.add(shard)
+            if on_shard:
+                on_shard(shard)
+
+    def _read(self, shard: shards.Shard) -> pa.Table | None:
+        meta = shard.meta
+        if not meta["rows"] or meta["metric"] not in self._metric_ids:
+            return None
+        return shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]))
+
+    def add(self, shard: shards.Shard, table: pa.Table | None = None) -> None:
         meta = shard.meta
         self.summary.shards += 1
-        if meta["rows"] and meta["metric"] in self._metric_ids:
-            table = shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]))
-            self._insert_rows(table, meta, self._metric_ids[meta["metric"]])
+        table = table if table is not None else self._read(shard)
+        if table is not None:
+            self._pending.append(self._uniform(table, meta))
+            self._pending_rows += table.num_rows
+            if self._pending_rows >= BATCH_ROWS:
+                self._flush()
         fault_point("load-shard")
 
-    def _insert_rows(self, table: pa.Table, meta: dict, metric_id: int) -> None:
-        target_ids = self._target_ids(table, metric_id)
+    def _uniform(self, table: pa.Table, meta: dict) -> pa.Table:
+        """One shard in the batch layout: metric id, plain names, every stat column of trend_data."""
+        rows = table.num_rows
+        columns = {
+            "rank": table["rank"],
+            "metric_id": pa.repeat(pa.scalar(self._metric_ids[meta["metric"]], pa.int64()), rows),
+            "target_name": table["target_name"].cast(pa.string()),
+            "vpp_stage": table["vpp_stage"],
+            "step": table["step"],
+            "micro_step": table["micro_step"],
+        }
+        for stat in self._plan.columns:
+            columns[stat] = table[stat] if stat in meta["stats"] else pa.nulls(rows, pa.float64())
+        return pa.table(columns)
+
+    def _flush(self) -> None:
+        """Insert the pending shards as one batch: Arrow work per batch, not per (often small) CSV file."""
+        if not self._pending:
+            return
+        table = pa.concat_tables(self._pending).combine_chunks()
+        self._pending, self._pending_rows = [], 0
         columns = {
             "rank": table["rank"],
             "step": self._steps(table),
-            "target_id": target_ids,
-            "metric_id": pa.repeat(pa.scalar(metric_id, pa.int64()), table.num_rows),
+            "target_id": self._target_ids(table),
+            "metric_id": table["metric_id"],
+            **{stat: clean_values(table[stat]) for stat in self._plan.columns},
         }
-        for stat in self._plan.columns:
-            columns[stat] = (
-                clean_values(table[stat]) if stat in meta["stats"] else pa.nulls(table.num_rows, pa.float64())
-            )
-        rows = pa.table(columns).sort_by([("step", "ascending"), ("target_id", "ascending")])
+        # Stable: of rows with the same key, the first in processing order is inserted first and wins.
+        rows = pa.table(columns).sort_by([("rank", "ascending"), ("step", "ascending"), ("target_id", "ascending")])
         before = self._conn.total_changes
         self._conn.executemany(self._insert, zip(*(rows[name].to_pylist() for name in rows.column_names)))
         inserted = self._conn.total_changes - before
@@ -176,22 +211,21 @@ class MonitorDbBuilder:
         offsets = self._step_offsets.take(pc.index_in(steps, self._step_keys))
         return pc.add(offsets, table["micro_step"].combine_chunks())
 
-    def _target_ids(self, table: pa.Table, metric_id: int) -> pa.Array:
+    def _target_ids(self, table: pa.Table) -> pa.Array:
         """Dense ids in first-seen order of (name, vpp_stage, micro_step); micro_step 0 in micro-step mode."""
-        micro = (
-            table["micro_step"] if not self._plan.micro_step else pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
-        )
+        micro = table["micro_step"]
+        if self._plan.micro_step:
+            micro = pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
         keys = pc.binary_join_element_wise(
-            table["target_name"].cast(pa.string()),
-            table["vpp_stage"].cast(pa.string()),
-            pc.cast(micro, pa.string()),
-            _KEY_SEPARATOR,
+            table["target_name"], pc.cast(table["vpp_stage"], pa.string()), pc.cast(micro, pa.string()), _KEY_SEPARATOR
         )
         encoded = keys.combine_chunks().dictionary_encode()
-        ids = [self._target_id(key) for key in encoded.dictionary.to_pylist()]
-        uses = self._by_metric.setdefault(metric_id, {})
-        uses.update(dict.fromkeys(ids))
-        return pa.array(ids, pa.int64()).take(encoded.indices)
+        ids = pa.array([self._target_id(key) for key in encoded.dictionary.to_pylist()], pa.int64())
+        row_ids = ids.take(encoded.indices)
+        metric_ids = table["metric_id"].combine_chunks()
+        for use in pc.unique(pc.add(pc.shift_left(metric_ids, 32), row_ids)).to_pylist():
+            self._by_metric.setdefault(use >> 32, {})[use & 0xFFFFFFFF] = None
+        return row_ids
 
     def _target_id(self, key: str) -> int:
         target_id = self._targets.get(key)
@@ -203,6 +237,7 @@ class MonitorDbBuilder:
         if self._plan is None:
             raise DataError("no monitor shards to load")
         started = time.perf_counter()
+        self._flush()
         targets = [(tid, *_split_key(key)) for key, tid in self._targets.items()]
         self._conn.executemany(schema.INSERT_TARGET, targets)
         self.summary.targets = len(targets)
@@ -248,10 +283,7 @@ def load_monitor_shards(shard_list: list[shards.Shard], out_dir: Path, *, index:
     builder = MonitorDbBuilder(out_dir, index=index)
     try:
         builder.plan([shard.meta for shard in shard_list])
-        for shard in shard_list:
-            builder.add(shard)
-            if on_shard:
-                on_shard(shard)
+        builder.add_all(shard_list, on_shard)
         return builder.finish()
     except BaseException:
         builder.abort()

@@ -37,8 +37,13 @@ class MonitorRows:
         """[original step, micro-step count] pairs (§7): max(micro_step + 1), 1 without the column."""
         if not len(self):
             return []
+        low, high = pc.min_max(self.columns["step"]).values()
         if not self.has_micro_step:
+            if low == high:
+                return [[low.as_py(), 1]]
             return [[step, 1] for step in sorted(set(self.columns["step"].to_pylist()))]
+        if low == high:
+            return [[low.as_py(), max(pc.max(self.columns["micro_step"]).as_py() + 1, 0)]]
         table = pa.table({"step": self.columns["step"], "count": pc.add(self.columns["micro_step"], 1)})
         counts = table.group_by("step").aggregate([("count", "max")]).sort_by("step")
         return [
@@ -57,23 +62,26 @@ def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
             skipped[f"row of a file without a {required} column"] += rows
             return MonitorRows(_empty(stats), stats, "micro_step" in columns, skipped)
     keys = {
-        "target_name": rules.name_values(columns["name"], _row_kind(columns)),
+        "target_name": rules.name_values(columns["name"], _name_kind(columns)),
         "vpp_stage": rules.integer_values(columns["vpp_stage"]),
         "step": _optional_integer(columns, "step", rows),
         "micro_step": _optional_integer(columns, "micro_step", rows),
     }
     valid = _valid_rows(keys, skipped)
     values = {stat: rules.stat_values(columns[stat]) for stat in stats}
-    kept = {name: column.filter(valid) for name, column in {**keys, **values}.items()}
+    kept = {**keys, **values}
+    if valid is not None:
+        kept = {name: column.filter(valid) for name, column in kept.items()}
     kept["target_name"] = _mapped(kept["target_name"], options.mapping)
     return MonitorRows(kept, stats, "micro_step" in columns, skipped)
 
 
-def _row_kind(columns: dict[str, pa.Array]) -> str | None:
+def _name_kind(columns: dict[str, pa.Array]) -> str:
     """Only a file whose names are numbers can be all-numeric; real monitor files never are."""
-    if rules.column_kind(columns["name"]) == rules.TEXT:
-        return None
-    return rules.row_kind(list(columns.values()))
+    kind = rules.column_kind(columns["name"])
+    if kind == rules.TEXT:
+        return kind
+    return rules.row_kind(list(columns.values())) or kind
 
 
 def _optional_integer(columns: dict[str, pa.Array], name: str, rows: int) -> pa.Array:
@@ -83,7 +91,10 @@ def _optional_integer(columns: dict[str, pa.Array], name: str, rows: int) -> pa.
     return rules.integer_values(columns[name])
 
 
-def _valid_rows(keys: dict[str, pa.Array], skipped: Counter) -> pa.Array:
+def _valid_rows(keys: dict[str, pa.Array], skipped: Counter) -> pa.Array | None:
+    """The rows whose key cells are integers; None when all are."""
+    if not any(keys[name].null_count for name in ("vpp_stage", "step", "micro_step")):
+        return None
     valid = pa.repeat(pa.scalar(True), len(keys["vpp_stage"]))
     for name in ("vpp_stage", "step", "micro_step"):
         invalid = pc.and_(valid, pc.is_null(keys[name]))

@@ -80,9 +80,13 @@ def stats_of(header: list[str]) -> list[str]:
 
 def stat_values(column: pa.Array) -> pa.Array:
     """§8 steps 1-2 as float64: numbers and number text convert, NA cells are NaN, other text is null."""
+    try:
+        return pc.cast(column, pa.float64())  # Arrow reads the NA spellings it knows ('nan') as NaN too
+    except pa.ArrowInvalid:
+        pass
     na = pc.is_in(column, _NA)
     try:
-        return pc.if_else(na, math.nan, pc.cast(column, pa.float64()))
+        return pc.if_else(na, math.nan, pc.cast(pc.if_else(na, "nan", column), pa.float64()))
     except pa.ArrowInvalid:
         pass
     if column_kind(column) == BOOL:
@@ -100,8 +104,11 @@ def _float_or_none(text: str) -> float | None:
 
 def integer_values(column: pa.Array) -> pa.Array:
     """`int()` of each cell as pandas typed it; null where that fails (the row is skipped)."""
-    if len(column) and pc.all(pc.match_substring_regex(column, r"^[+-]?\d{1,18}$")).as_py():
-        return pc.cast(column, pa.int64())
+    if len(column) and not pc.any(pc.match_substring_regex(column, r"[^0-9-]")).as_py():
+        try:
+            return pc.cast(column, pa.int64())
+        except (pa.ArrowInvalid, OverflowError):
+            pass
     kind = column_kind(column)
     return pa.array([_int_or_none(value) for value in typed_values(column, kind)], pa.int64())
 
@@ -114,14 +121,13 @@ def _int_or_none(value) -> int | None:
     return number if -INT64_MAX <= number <= INT64_MAX else None
 
 
-def name_values(column: pa.Array, row_kind: str | None = None) -> pa.Array:
+def name_values(column: pa.Array, kind: str) -> pa.Array:
     """`str()` of each cell as pandas typed it: an NA cell is the name 'nan', a numeric column's names are numbers.
 
-    ROW_KIND FLOAT: every column of the file is numeric and one is float, so pandas hands over whole rows as
-    float64 and an integer name `1` reads `1.0`.
+    KIND is the column's (column_kind), or FLOAT when every column of the file is numeric and one is float:
+    pandas then hands over whole rows as float64 and an integer name `1` reads `1.0`.
     """
     na = pc.is_in(column, _NA)
-    kind = row_kind or column_kind(column)
     if kind == TEXT:
         return pc.if_else(na, "nan", column)
     return pa.array([str(value) for value in typed_values(column, kind)], pa.string())

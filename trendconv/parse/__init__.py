@@ -17,13 +17,14 @@ from pathlib import Path
 from trendconv import __version__, shards, workdir
 from trendconv.dump.parse import ParseOptions
 from trendconv.errors import DataError, TrendconvError
-from trendconv.executors import Executor, default_workers, local_executor
+from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
 from trendconv.faults import fault_point
 from trendconv.parse.formats import DUMP, FORMATS, Scanned
 from trendconv.scan import FileSet
 from trendconv.scan.monitor import CsvFile
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
+CHUNK_BYTES, CHUNK_TASKS = 2 * 1024 * 1024, 64
 
 
 @dataclass(frozen=True)
@@ -167,14 +168,46 @@ def _workers_for(workers: int | None, todo: int) -> int:
 
 
 def _results(executor: Executor, todo: list[ParseTask]) -> Iterator[tuple[ParseTask, dict]]:
-    outcomes = executor.imap_unordered(parse_task, todo)
+    # In-process there is no transfer to save, and one task at a time lets `run` load while parsing.
+    most = 1 if isinstance(executor, InlineExecutor) else CHUNK_TASKS
+    outcomes = executor.imap_unordered(parse_chunk, list(chunks(todo, most)))
     try:
         for outcome in outcomes:
             if outcome.error is not None:
-                raise _task_failure(outcome.task, outcome.error)
-            yield outcome.task, outcome.value
+                raise _task_failure(outcome.task[0], outcome.error)
+            for task, meta, error in outcome.value:
+                if error is not None:
+                    raise _task_failure(task, error)
+                yield task, meta
     finally:
         outcomes.close()
+
+
+def chunks(tasks: list[ParseTask], most: int = CHUNK_TASKS) -> Iterator[tuple[ParseTask, ...]]:
+    """Tasks in groups of about CHUNK_BYTES of input (at most MOST tasks): small monitor CSV files then
+    travel to a worker many at a time, while a dump file set (megabytes) still goes alone."""
+    chunk: list[ParseTask] = []
+    size = 0
+    for task in tasks:
+        chunk.append(task)
+        size += sum(source["size"] or 0 for source in describe_sources(task))
+        if size >= CHUNK_BYTES or len(chunk) >= most:
+            yield tuple(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield tuple(chunk)
+
+
+def parse_chunk(chunk: tuple[ParseTask, ...]) -> list[tuple[ParseTask, dict | None, BaseException | None]]:
+    """Worker entry point: parse the tasks of a chunk in order; the first failure ends the chunk."""
+    results = []
+    for task in chunk:
+        try:
+            results.append((task, parse_task(task), None))
+        except Exception as exc:  # noqa: BLE001 - reported with the task's place by the caller
+            results.append((task, None, exc))
+            break
+    return results
 
 
 def _task_failure(task: ParseTask, error: BaseException) -> TrendconvError:

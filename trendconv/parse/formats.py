@@ -99,7 +99,7 @@ class MonitorFormat:
         columns["target_name"] = columns["target_name"].dictionary_encode()
         schema = shards.monitor_schema(rows.stats)
         table = pa.Table.from_arrays(
-            [columns[name].cast(schema.field(name).type) for name in schema.names], schema=schema
+            [_as_type(columns[name], schema.field(name).type) for name in schema.names], schema=schema
         )
         meta = {
             "rank": unit.rank,
@@ -114,6 +114,10 @@ class MonitorFormat:
             "skipped": dict(sorted(rows.skipped.items())),
         }
         return table, meta
+
+
+def _as_type(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    return column if column.type == kind else column.cast(kind)
 
 
 FORMATS = {DUMP: DumpFormat(), MONITOR: MonitorFormat()}
