@@ -443,6 +443,8 @@ def test_integer_cells_as_pandas_types_them():
     assert rules.integer_values(pa.array(["0", "1", "-1"])).to_pylist() == [0, 1, -1]
     assert rules.integer_values(pa.array(["1.0", "1.5", "nan"])).to_pylist() == [1, 1, None]
     assert rules.integer_values(pa.array(["1", " 2", "x", "1.0"])).to_pylist() == [1, 2, None, None]
+    assert rules.integer_values(pa.array(["inf", "1e20", "2"])).to_pylist() == [None, None, 2]
+    assert rules.integer_values(pa.array(["99999999999999999999", "2"])).to_pylist() == [None, 2]
 
 
 # --- the command line -----------------------------------------------------------------------------------------------
@@ -567,3 +569,15 @@ def test_small_files_travel_to_workers_in_chunks(example, tmp_path, monkeypatch)
     assert [len(chunk) for chunk in parse_stage.chunks(tasks, most=3)] == [2, 3, 2]
     assert [len(chunk) for chunk in parse_stage.chunks(tasks, most=1)] == [1] * 7
     assert [task for chunk in parse_stage.chunks(tasks) for task in chunk] == tasks
+
+
+def test_monitor_databases_get_the_read_indexes(example, tmp_path):
+    db = convert(example, tmp_path / "out").load.db
+    assert query(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name") == [
+        ("idx_trend_metric_step",),
+        ("idx_trend_metric_target",),
+        ("idx_ttm_target",),
+    ]
+    assert query(db, "SELECT count(*) > 0 FROM sqlite_stat1") == [(1,)]
+    plan = query(db, "EXPLAIN QUERY PLAN SELECT * FROM trend_data WHERE metric_id = 1 AND step = 0")
+    assert "idx_trend_metric_step" in plan[0][-1]
