@@ -3,6 +3,7 @@
 python -m benchmarks.drive run DATA OUT WORKERS     parse + load, overlapped
 python -m benchmarks.drive parse DATA OUT WORKERS   the parse stage alone, into OUT/.trendconv
 python -m benchmarks.drive load WORK OUT 1          the load stage alone
+python -m benchmarks.drive monitor DATA OUT WORKERS monitor CSV data, parse then load
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 from trendconv import api
 
 
-def run(source: Path, out: Path, workers: int, executor=None) -> dict:
-    summary = api.run(source, out, api.ParseOptions(), workers=workers, executor=executor)
+def run(source: Path, out: Path, workers: int, executor=None, input_format: str = api.DUMP) -> dict:
+    summary = api.run(source, out, api.ParseOptions(), workers=workers, executor=executor, input_format=input_format)
     return {
         "seconds": summary.seconds,
         "rows": summary.load.rows,
@@ -44,8 +45,13 @@ def dask(source: Path, out: Path, workers: int) -> dict:
     return run(source, out, workers, api.make_executor("dask", None, workers))
 
 
+def monitor(source: Path, out: Path, workers: int) -> dict:
+    return run(source, out, workers, input_format=api.MONITOR)
+
+
 def main(mode: str, source: str, out: str, workers: str) -> None:
-    report = {"run": run, "parse": parse, "load": load, "dask": dask}[mode](Path(source), Path(out), int(workers))
+    modes = {"run": run, "parse": parse, "load": load, "dask": dask, "monitor": monitor}
+    report = modes[mode](Path(source), Path(out), int(workers))
     report["rss_main_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps(report))
 

@@ -1,0 +1,197 @@
+"""Monitor CSV benchmark: trendconv vs msprobe data2db --format monitor 26.2.0, and the floors, in one run.
+
+    python -m benchmarks.monitor [--quick] [--large] [--workers 1,2] [--repeat 3] [--msprobe PATH]
+
+Writes benchmarks/RESULTS-monitor.md. The scenarios are those of monitor-format.md §14 (Megatron GPT, two
+micro-batches, all nine metrics, ops min,max,norm,zeros,nans,mean); every number is a median of --repeat runs
+measured on this machine in this run, and msprobe runs with the same --process_num as trendconv's --workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+
+from benchmarks.gen_monitor import generate
+from benchmarks.run import HERE, Measured, machine, measure
+from trendconv.load import schema
+
+
+@dataclass(frozen=True)
+class MonitorScenario:
+    name: str
+    ranks: int
+    steps: int
+    layers: int
+
+
+SCENARIOS = [MonitorScenario("4 ranks x 50 steps x 8 layers", 4, 50, 8)]
+LARGE = MonitorScenario("8 ranks x 200 steps x 16 layers", 8, 200, 16)
+QUICK = [MonitorScenario("quick: 2 ranks x 4 steps x 2 layers", 2, 4, 2)]
+CACHE = HERE / ".data"
+
+
+def data_for(scenario: MonitorScenario) -> Path:
+    target = CACHE / f"monitor_r{scenario.ranks}_s{scenario.steps}_l{scenario.layers}"
+    if not (target / "done").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        generate(target / "data", ranks=scenario.ranks, steps=scenario.steps, layers=scenario.layers, procs=2)
+        (target / "done").write_text("ok\n")
+    return target / "data"
+
+
+def csv_files(data: Path) -> list[Path]:
+    return sorted(data.glob("*-rank*-*/*.csv"))
+
+
+def run_trendconv(data: Path, workers: int, repeat: int, scratch: Path) -> Measured:
+    result = Measured()
+    for _ in range(repeat):
+        out = scratch / f"tc_w{workers}"
+        shutil.rmtree(out, ignore_errors=True)
+        command = [sys.executable, "-m", "benchmarks.drive", "monitor", str(data), str(out), str(workers)]
+        elapsed, rss, stdout = measure(command)
+        report = json.loads(stdout)
+        result.seconds.append(elapsed)
+        result.stages.append(report["seconds"])
+        result.rss_kib.append(rss)
+        result.counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
+        result.db_sha256.add(hashlib.sha256((out / schema.MONITOR_DB_NAME).read_bytes()).hexdigest())
+    return result
+
+
+def run_msprobe(msprobe: str, data: Path, workers: int, repeat: int, scratch: Path) -> Measured:
+    result = Measured()
+    for _ in range(repeat):
+        out = scratch / "msprobe"
+        shutil.rmtree(out, ignore_errors=True)
+        command = [msprobe, "data2db", "--format", "monitor", "--data", str(data), "--db", str(out)]
+        command += ["--process_num", str(workers)]
+        elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
+        result.seconds.append(elapsed)
+        result.rss_kib.append(rss)
+    return result
+
+
+def csv_floor(data: Path, repeat: int) -> float:
+    """pyarrow's CSV reader alone on the same files, one core, every column as it infers it."""
+    blobs = [path.read_bytes() for path in csv_files(data)]
+    options = pacsv.ReadOptions(use_threads=False)
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for blob in blobs:
+            pacsv.read_csv(io.BytesIO(blob), read_options=options)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def sqlite_floor(db: Path, repeat: int, scratch: Path) -> float:
+    """A bare executemany of the same trend rows into a trend_data table of the same columns, one transaction."""
+    source = sqlite3.connect(db)
+    rows = source.execute("SELECT * FROM trend_data").fetchall()
+    stats = [row[1] for row in source.execute("PRAGMA table_info(trend_data)")][4:]
+    source.close()
+    times = []
+    for _ in range(repeat):
+        target = scratch / "floor.db"
+        target.unlink(missing_ok=True)
+        conn = sqlite3.connect(target)
+        conn.execute(schema.trend_data_ddl(stats))
+        started = time.perf_counter()
+        conn.executemany(schema.insert_trend(stats), rows)
+        conn.commit()
+        times.append(time.perf_counter() - started)
+        conn.close()
+    return statistics.median(times)
+
+
+def bench(scenario: MonitorScenario, workers: list[int], args) -> dict:
+    data = data_for(scenario)
+    scratch = data.parent / "scratch"
+    scratch.mkdir(exist_ok=True)
+    files = csv_files(data)
+    ours = {count: run_trendconv(data, count, args.repeat, scratch) for count in workers}
+    reference = {count: run_msprobe(args.msprobe, data, count, args.repeat, scratch) for count in workers}
+    print(f"done: {scenario.name}", file=sys.stderr)
+    return {
+        "scenario": scenario,
+        "files": len(files),
+        "bytes": sum(path.stat().st_size for path in files),
+        "ours": ours,
+        "msprobe": reference,
+        "csv_floor": csv_floor(data, args.repeat),
+        "sqlite_floor": sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.MONITOR_DB_NAME, args.repeat, scratch),
+        "identical": len(set().union(*(measured.db_sha256 for measured in ours.values()))) == 1,
+    }
+
+
+def section(result: dict) -> list[str]:
+    scenario, ours, reference = result["scenario"], result["ours"], result["msprobe"]
+    counts = ours[min(ours)].counts
+    lines = [
+        f"### {scenario.name}",
+        "",
+        f"{result['files']} CSV files, {result['bytes'] / 1e6:.1f} MB; rows {counts['rows']}, targets "
+        f"{counts['targets']}, tags {counts['tags']}, tag links {counts['tag_links']}. CSV floor (pyarrow's reader, "
+        f"one core) {result['csv_floor']:.2f} s; SQLite floor (bare executemany) {result['sqlite_floor']:.2f} s. "
+        f"Identical DB for every worker count: **{'yes' if result['identical'] else 'NO'}**.",
+        "",
+        "| workers | msprobe s (peak RSS MiB) | trendconv s | scan | parse | load (after parse) | index | "
+        "vs msprobe | total / floor | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for workers, measured in sorted(ours.items()):
+        total, theirs = measured.median(), reference[workers]
+        floor = max(result["csv_floor"] / workers, result["sqlite_floor"])
+        stages = " | ".join(f"{measured.stage_median(stage):.2f}" for stage in ("scan", "parse", "load", "index"))
+        lines.append(
+            f"| {workers} | {theirs.median():.2f} ({max(theirs.rss_kib) / 1024:.0f}) | {total:.2f} | {stages} | "
+            f"{theirs.median() / total:.2f}× | {total / floor:.2f} | {max(measured.rss_kib) / 1024:.0f} |"
+        )
+    return lines + [""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one small scenario (a smoke test of the runner)")
+    parser.add_argument("--large", action="store_true", help="add the 8 ranks x 200 steps x 16 layers scenario")
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--msprobe", default=os.environ.get("TRENDCONV_MSPROBE", str(HERE.parent / ".venv-ref/bin/msprobe"))
+    )
+    parser.add_argument("--output", type=Path, default=HERE / "RESULTS-monitor.md")
+    args = parser.parse_args()
+    scenarios = QUICK if args.quick else SCENARIOS + ([LARGE] if args.large else [])
+    workers = [int(count) for count in args.workers.split(",")]
+    results = [bench(scenario, workers, args) for scenario in scenarios]
+    info = machine()
+    lines = [
+        "# Monitor benchmark results",
+        "",
+        f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Medians of the runs; wall seconds of "
+        "whole processes; peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Python {info['python']}.",
+        "`total / floor` is total / max(CSV floor / workers, SQLite floor).",
+        "",
+    ]
+    for result in results:
+        lines += section(result)
+    args.output.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
