@@ -154,46 +154,33 @@ class MonitorDbBuilder:
         meta = shard.meta
         if not meta["rows"] or meta["metric"] not in self._metric_ids:
             return None
-        return shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]))
+        return shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]), use_threads=False)
 
-    def add(self, shard: shards.Shard, table: pa.Table | None = None) -> None:
-        meta = shard.meta
+    def add(self, shard: shards.Shard) -> None:
         self.summary.shards += 1
-        table = table if table is not None else self._read(shard)
+        table = self._read(shard)
         if table is not None:
-            self._pending.append(self._uniform(table, meta))
+            self._pending.append(table)
             self._pending_rows += table.num_rows
             if self._pending_rows >= BATCH_ROWS:
                 self._flush()
         fault_point("load-shard")
 
-    def _uniform(self, table: pa.Table, meta: dict) -> pa.Table:
-        """One shard in the batch layout: metric id, plain names, every stat column of trend_data."""
-        rows = table.num_rows
-        columns = {
-            "rank": table["rank"],
-            "metric_id": pa.repeat(pa.scalar(self._metric_ids[meta["metric"]], pa.int64()), rows),
-            "target_name": table["target_name"].cast(pa.string()),
-            "vpp_stage": table["vpp_stage"],
-            "step": table["step"],
-            "micro_step": table["micro_step"],
-        }
-        for stat in self._plan.columns:
-            columns[stat] = table[stat] if stat in meta["stats"] else pa.nulls(rows, pa.float64())
-        return pa.table(columns)
-
     def _flush(self) -> None:
         """Insert the pending shards as one batch: Arrow work per batch, not per (often small) CSV file."""
         if not self._pending:
             return
-        table = pa.concat_tables(self._pending).combine_chunks()
+        # Shards differ in their stat columns: the missing ones come out null.
+        table = pa.concat_tables(self._pending, promote_options="default")
         self._pending, self._pending_rows = [], 0
+        nulls = pa.nulls(table.num_rows, pa.float64())
+        metric_ids = self._metric_id_column(table)
         columns = {
             "rank": table["rank"],
             "step": self._steps(table),
-            "target_id": self._target_ids(table),
-            "metric_id": table["metric_id"],
-            **{stat: clean_values(table[stat]) for stat in self._plan.columns},
+            "target_id": self._target_ids(table, metric_ids),
+            "metric_id": metric_ids,
+            **{stat: clean_values(table[stat]) if stat in table.column_names else nulls for stat in self._plan.columns},
         }
         # Stable: of rows with the same key, the first in processing order is inserted first and wins.
         rows = pa.table(columns).sort_by([("rank", "ascending"), ("step", "ascending"), ("target_id", "ascending")])
@@ -203,6 +190,10 @@ class MonitorDbBuilder:
         self.summary.rows += inserted
         self.summary.duplicates += rows.num_rows - inserted
 
+    def _metric_id_column(self, table: pa.Table) -> pa.Array:
+        names = pc.cast(table["metric"], pa.string())
+        return pc.add(pc.index_in(names, pa.array(self._plan.metrics)).cast(pa.int64()), 1).combine_chunks()
+
     def _steps(self, table: pa.Table) -> pa.Array:
         """§7: the original step, or in micro-step mode its first slot plus the micro step."""
         steps = table["step"].combine_chunks()
@@ -211,18 +202,20 @@ class MonitorDbBuilder:
         offsets = self._step_offsets.take(pc.index_in(steps, self._step_keys))
         return pc.add(offsets, table["micro_step"].combine_chunks())
 
-    def _target_ids(self, table: pa.Table) -> pa.Array:
+    def _target_ids(self, table: pa.Table, metric_ids: pa.Array) -> pa.Array:
         """Dense ids in first-seen order of (name, vpp_stage, micro_step); micro_step 0 in micro-step mode."""
         micro = table["micro_step"]
         if self._plan.micro_step:
             micro = pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
         keys = pc.binary_join_element_wise(
-            table["target_name"], pc.cast(table["vpp_stage"], pa.string()), pc.cast(micro, pa.string()), _KEY_SEPARATOR
+            pc.cast(table["target_name"], pa.string()),
+            pc.cast(table["vpp_stage"], pa.string()),
+            pc.cast(micro, pa.string()),
+            _KEY_SEPARATOR,
         )
         encoded = keys.combine_chunks().dictionary_encode()
         ids = pa.array([self._target_id(key) for key in encoded.dictionary.to_pylist()], pa.int64())
         row_ids = ids.take(encoded.indices)
-        metric_ids = table["metric_id"].combine_chunks()
         for use in pc.unique(pc.add(pc.shift_left(metric_ids, 32), row_ids)).to_pylist():
             self._by_metric.setdefault(use >> 32, {})[use & 0xFFFFFFFF] = None
         return row_ids

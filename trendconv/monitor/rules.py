@@ -144,6 +144,9 @@ def column_kind(column: pa.Array) -> str:
     na = pc.is_in(column, _NA)
     if pc.all(na).as_py() is not False:
         return FLOAT
+    first = column.filter(pc.invert(na))[0].as_py()
+    if not _FLOAT.fullmatch(first) and first.lower() not in _BOOLEANS:
+        return TEXT  # one cell that is neither a number nor a boolean makes the whole column text
     any_na = pc.any(na).as_py()
     if _all_match(column, na, _INT.pattern):
         return FLOAT if any_na else INT
