@@ -7,11 +7,15 @@ docs/migration.md, each compared table by table by names with trendconv.diff.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import query
+from hypothesis import HealthCheck, given, settings
+from random_monitor import monitor_trees, write_monitor_tree
 from reference import run_msprobe
 from test_monitor import ACTV, GRAD, write_run
 from test_reference import PLUGIN_STATEMENTS, plugin_results
@@ -207,3 +211,16 @@ def global_stats_by_name(db: Path) -> dict:
     finally:
         conn.close()
     return {name: sorted(value.split(",")) if isinstance(value, str) else value for name, value in zip(names, row)}
+
+
+@settings(
+    max_examples=int(os.environ.get("TRENDCONV_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(tree=monitor_trees(), micro_step=...)
+def test_random_monitor_output_matches_the_reference(tmp_path, tree, micro_step: bool):
+    root = tmp_path / "case"
+    shutil.rmtree(root, ignore_errors=True)
+    write_monitor_tree(root / "data", tree)
+    assert_same_as_reference(root / "data", root, micro_step=micro_step)
