@@ -38,13 +38,17 @@ MicroStep = Annotated[
     bool,
     typer.Option(
         "--micro-step/--no-micro-step",
-        help="Put each micro step (root call, from construct.json) on its own step slot, as msprobe does by "
-        "default. --no-micro-step uses the step directory numbers and does not read construct.json.",
+        help="Put each micro step on its own step slot, as msprobe does by default (dump data: root calls from "
+        "construct.json; monitor data: the micro_step column, one target for all micro-batches). --no-micro-step "
+        "keeps the original step numbers (dump: does not read construct.json; monitor: one target per micro-batch).",
     ),
 ]
 Mapping = Annotated[
     Path | None,
-    typer.Option("--mapping", help='JSON object of name replacements applied to dump keys, e.g. {".TE": "."}.'),
+    typer.Option(
+        "--mapping",
+        help='JSON object of name replacements applied to dump keys and monitor names, e.g. {".TE": "."}.',
+    ),
 ]
 ExecutorKind = Annotated[
     str,
