@@ -6,6 +6,7 @@ it stopped. A manifest written last (`WORK/manifest.json`) says the set of shard
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -82,7 +83,21 @@ def shard_meta(task: ParseTask, sources: list[dict], rows: Rows) -> dict:
 
 
 def parse_task(task: ParseTask) -> dict:
-    """Worker entry point: parse one file set, write its shard, return its (small) metadata."""
+    """Worker entry point: parse one file set, write its shard, return its (small) metadata.
+
+    The cyclic garbage collector is paused meanwhile: the parsed JSON is millions of young containers
+    that hold no cycles, and collecting them as they are made cost about a sixth of the parse time.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_task(task)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_task(task: ParseTask) -> dict:
     sources = describe_sources(task.file_set, task.options.micro_step)
     rows = parse_file_set(task.file_set, task.options)
     meta = shard_meta(task, sources, rows)
