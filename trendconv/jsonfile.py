@@ -19,11 +19,14 @@ def read_json(path: Path):
     The tokens become the strings "NaN", "Infinity", "-Infinity": every consumer parses statistics and
     parents with Python float()/int() semantics, under which a string and a bare token mean the same.
     """
+    return parse_json_bytes(read_bytes(path), path)
+
+
+def read_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_json_bytes(raw, path)
 
 
 def parse_json_bytes(raw: bytes, path: Path):
