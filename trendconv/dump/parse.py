@@ -211,11 +211,11 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
     if forward and entry.get("is_recompute"):
         metric = rules.RECOMPUTE
     groups = rules.tensor_groups(metric, entry)  # may raise: before this key adds anything
+    position = len(rows.key)
     rows.key.append(key)
     rows.key_metric.append(metric)
     rows.key_index.append(index)
     rows.key_local.append(local)
-    position = len(rows.key) - 1
     row_key, target_name, tensors, skipped = rows.row_key, rows.target_name, rows.tensors, rows.skipped
     for start, values in groups:
         base = prefix + start
@@ -229,7 +229,8 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
                 else:
                     skipped[rules.skip_reason(value)] += 1
             continue
-        for index, value in enumerate(values):
+        index = 0
+        for value in values:
             # rules.is_eligible, inlined: this is the hot path
             if type(value) is dict and value.get("type") in _TENSOR_TYPES and value.get("dtype") in _FLOAT_DTYPES:
                 row_key.append(position)
@@ -237,6 +238,7 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
                 tensors.append(value)
             else:
                 skipped[rules.skip_reason(value)] += 1
+            index += 1
 
 
 def _name_and_lookup(key: str, naming: _Naming) -> tuple[str | None, str]:
