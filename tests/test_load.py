@@ -428,6 +428,19 @@ def test_target_ids_across_shards_with_and_without_31_bit_indexes(tmp_path):
     ]
 
 
+def test_duplicates_across_insert_batches(tmp_path):
+    """Rows go to SQLite many to a statement; a duplicate is still ignored alone, the first row kept."""
+    data = {}
+    for index in range(150):  # `N` and `0N` name the same target: 150 duplicates, some across batches
+        data[f"Functional.relu.{index}.forward"] = {"input_args": [V(index)], "output": []}
+        data[f"Functional.relu.0{index}.forward"] = {"input_args": [V(1000 + index)], "output": []}
+    write_file_set(tmp_path / "data" / "step0" / "rank0", data)
+    summary = convert(tmp_path / "data", tmp_path, micro_step=False)
+    assert (summary.rows, summary.duplicates) == (150, 150)
+    got = query(summary.db, "SELECT m.micro_step, t.norm FROM trend_data t JOIN monitoring_targets m USING (target_id)")
+    assert sorted(got) == [(index, float(index)) for index in range(150)]
+
+
 def test_warning_over_the_plugin_size_limit(a1_data, tmp_path, monkeypatch):
     import trendconv.load
 

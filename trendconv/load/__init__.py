@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +26,8 @@ from trendconv.load import schema
 from trendconv.tags import tags_of
 
 PLUGIN_SIZE_LIMIT = 5 * 1024**3
+# Trend rows per INSERT statement: 64 x 8 parameters stays under SQLite's oldest limit of 999.
+_BATCH_ROWS = 64
 DB_MODE = 0o640
 
 
@@ -143,6 +146,7 @@ class TrendDbBuilder:
         _remove_dead_temporaries(out_dir)
         self.tmp = out_dir / f".{schema.DB_NAME}.{os.getpid()}.tmp"
         self._conn = _create(self.tmp)
+        self._insert_batch = schema.insert_trend_rows(_BATCH_ROWS)
 
     def add(self, shard: shards.Shard) -> None:
         self._check_consistent(shard)
@@ -199,10 +203,22 @@ class TrendDbBuilder:
             }
         ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
         before = self._conn.total_changes
-        self._conn.executemany(schema.INSERT_TREND, zip(*(rows[name].to_pylist() for name in rows.column_names)))
+        self._insert_trend(rows)
         inserted = self._conn.total_changes - before
         self.summary.rows += inserted
         self.summary.duplicates += rows.num_rows - inserted
+
+    def _insert_trend(self, rows: pa.Table) -> None:
+        """The rows in table order, _BATCH_ROWS to a statement (the rest in one last statement)."""
+        flat = list(chain.from_iterable(zip(*(rows[name].to_pylist() for name in rows.column_names))))
+        width = schema.TREND_COLUMNS * _BATCH_ROWS
+        whole = len(flat) - len(flat) % width
+        if whole:
+            self._conn.executemany(
+                self._insert_batch, (flat[start : start + width] for start in range(0, whole, width))
+            )
+        if whole < len(flat):
+            self._conn.execute(schema.insert_trend_rows((len(flat) - whole) // schema.TREND_COLUMNS), flat[whole:])
 
     def _global_steps(self, table: pa.Table) -> pa.Array:
         if self.micro_step_mode:
