@@ -56,9 +56,17 @@ def _quote_bare_tokens(raw: bytes, spans: list[tuple[int, int]] | None = None) -
     """Wrap the bare tokens that stand outside strings in quotes; leave string contents alone."""
     if b"\\" in raw:  # escaped quotes make quote counting unsound: tokenize strings properly
         return _STRING_OR_TOKEN.sub(_quote_token_match, raw)
+    # Without backslashes every quote opens or closes a string, so a token is inside one when an odd
+    # number of quotes stand before it; and as a string cannot hold a raw newline, counting from the
+    # last newline is enough (where that is not so, the JSON is invalid before and after quoting).
     pieces, last, quotes = [], 0, 0
     for start, end in _token_spans(raw) if spans is None else spans:
-        quotes += raw.count(b'"', last, start)
+        newline = raw.rfind(b"\n", last, start)
+        if newline != -1:
+            quotes, last_counted = 0, newline + 1
+        else:
+            last_counted = last
+        quotes += raw.count(b'"', last_counted, start)
         pieces.append(raw[last:start])
         token = raw[start:end]
         pieces.append(token if quotes % 2 else b'"' + token + b'"')
