@@ -85,12 +85,14 @@ CREATE_INDEXES = (
 )
 
 # Safe while building: the file is private until it is renamed into place, and a failed build is removed.
+# Rows arrive in (rank, step) runs, so inserts touch few pages: an 8 MiB cache loads as fast as 32 MiB
+# (the file bytes do not depend on it) and keeps the loading process small while workers parse.
 BUILD_PRAGMAS = (
     "PRAGMA journal_mode = OFF",
     "PRAGMA synchronous = OFF",
     "PRAGMA locking_mode = EXCLUSIVE",
     "PRAGMA temp_store = MEMORY",
-    "PRAGMA cache_size = -32768",
+    "PRAGMA cache_size = -8192",
 )
 
 
