@@ -41,7 +41,7 @@ class Rows:
     """The rows of one file set, in processing order, kept per key where they share a value.
 
     Per row only the target name and the tensor dict are kept; the key-level columns are expanded
-    with Arrow `take`, and the statistics are read in one pass per column at the end.
+    with Arrow `take`, and the statistics of all rows are gathered at the end, in one pass.
     """
 
     key: list[str] = field(default_factory=list)
@@ -58,10 +58,9 @@ class Rows:
         return len(self.row_key)
 
     def metric_counts(self) -> Counter:
-        per_key = Counter(self.row_key)
-        counts = Counter()
-        for position, metric in enumerate(self.key_metric):
-            counts[metric] += per_key[position]
+        """Rows per metric; a metric whose keys gave no row counts 0."""
+        counts = Counter(dict.fromkeys(self.key_metric, 0))
+        counts.update(map(self.key_metric.__getitem__, self.row_key))
         return counts
 
     def columns(self) -> dict[str, pa.Array]:
