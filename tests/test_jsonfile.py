@@ -54,6 +54,22 @@ def test_tokens_inside_strings_untouched_without_backslashes():
     }
 
 
+def test_tokens_inside_strings_untouched_across_lines():
+    raw = b'{\n "a": "x NaN \' y",\n "b": NaN, "c": "Infinity",\n "d": [\n  -Infinity, "-Infinity NaN"\n ]\n}'
+    assert b"\\" not in raw
+    assert parse_json_bytes(raw, PATH) == {
+        "a": "x NaN ' y",
+        "b": "NaN",
+        "c": "Infinity",
+        "d": ["-Infinity", "-Infinity NaN"],
+    }
+
+
+def test_raw_newline_inside_a_string_with_tokens_is_invalid():
+    with pytest.raises(DataError, match="invalid JSON"):
+        parse_json_bytes(b'["x\nNaN", "y"]', PATH)
+
+
 def test_tokens_inside_strings_untouched_with_escaped_quote():
     # the file holds  {"a\"NaN": NaN, "k": "x\" Infinity", "v": -Infinity}
     raw = b'{"a\\"NaN": NaN, "k": "x\\" Infinity", "v": -Infinity}'

@@ -400,6 +400,47 @@ def test_target_indexes_beyond_31_bits(tmp_path):
     assert query(summary.db, "SELECT target_id, norm FROM trend_data ORDER BY target_id") == [(1, 1.0), (2, 2.0)]
 
 
+def test_target_ids_across_shards_with_and_without_31_bit_indexes(tmp_path):
+    """Targets first seen in a shard whose indexes do not pack keep their ids in the shards that do."""
+    grad = "Module.m.M.parameters_grad"
+    steps = [(3, 5), (99999999999, 3, 7), (7, 99999999999, 9, 5)]
+    for step, indexes in enumerate(steps):
+        data = {f"{grad}.{index}": {"w": [V(step * 100 + index % 100)]} for index in indexes}
+        write_file_set(tmp_path / "data" / f"step{step}" / "rank0", data)
+    summary = convert(tmp_path / "data", tmp_path, micro_step=False)
+    assert query(summary.db, "SELECT target_id, micro_step FROM monitoring_targets ORDER BY target_id") == [
+        (1, 3),
+        (2, 5),
+        (3, 99999999999),
+        (4, 7),
+        (5, 9),
+    ]
+    assert query(summary.db, "SELECT step, target_id, norm FROM trend_data ORDER BY step, target_id") == [
+        (0, 1, 3.0),
+        (0, 2, 5.0),
+        (1, 1, 103.0),
+        (1, 3, 199.0),
+        (1, 4, 107.0),
+        (2, 2, 205.0),
+        (2, 3, 299.0),
+        (2, 4, 207.0),
+        (2, 5, 209.0),
+    ]
+
+
+def test_duplicates_across_insert_batches(tmp_path):
+    """Rows go to SQLite many to a statement; a duplicate is still ignored alone, the first row kept."""
+    data = {}
+    for index in range(150):  # `N` and `0N` name the same target: 150 duplicates, some across batches
+        data[f"Functional.relu.{index}.forward"] = {"input_args": [V(index)], "output": []}
+        data[f"Functional.relu.0{index}.forward"] = {"input_args": [V(1000 + index)], "output": []}
+    write_file_set(tmp_path / "data" / "step0" / "rank0", data)
+    summary = convert(tmp_path / "data", tmp_path, micro_step=False)
+    assert (summary.rows, summary.duplicates) == (150, 150)
+    got = query(summary.db, "SELECT m.micro_step, t.norm FROM trend_data t JOIN monitoring_targets m USING (target_id)")
+    assert sorted(got) == [(index, float(index)) for index in range(150)]
+
+
 def test_warning_over_the_plugin_size_limit(a1_data, tmp_path, monkeypatch):
     import trendconv.load
 

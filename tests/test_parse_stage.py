@@ -13,6 +13,9 @@ from typer.testing import CliRunner
 
 from trendconv import api, shards
 from trendconv.cli import app
+from trendconv.dump.parse import parse_file_set
+from trendconv.errors import DataError
+from trendconv.parse import plan
 
 
 def invoke(*args: str):
@@ -340,3 +343,32 @@ def test_t_helper_matches_spec_shape():
         "Mean": 4,
         "Norm": 1,
     }
+
+
+def test_shared_construct_json_gives_each_file_set_its_own_rows(tmp_path):
+    """Namings are remembered per construct.json content; what depends on the entry is still read per entry."""
+    construct = {"Module.m.M.forward.0": None, "Functional.relu.0.forward": "Module.m.M.forward.0"}
+    first = {"Functional.relu.0.forward": {"input_args": [V(1)], "output": [], "is_recompute": False}}
+    second = {"Functional.relu.0.forward": {"input_args": [V(2)], "output": [V(3)], "is_recompute": True}}
+    write_file_set(tmp_path / "data" / "step0" / "rank0", first, construct)
+    write_file_set(tmp_path / "data" / "step1" / "rank0", second, construct)
+    write_file_set(tmp_path / "data" / "step2" / "rank0", first, {"Functional.relu.0.forward": None})
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(), workers=1)
+    got = [
+        [(r["metric"], r["target_name"], r["norm"]) for r in shard_rows(tmp_path / "work" / "shards" / name)]
+        for name in ("step0_rank0.parquet", "step1_rank0.parquet", "step2_rank0.parquet")
+    ]
+    assert got == [
+        [("forward", "Functional.relu.input.0", 1.0)],
+        [("recompute", "Functional.relu.input.0", 2.0), ("recompute", "Functional.relu.output.0", 3.0)],
+        [("forward", "Functional.relu.input.0", 1.0)],
+    ]
+
+
+def test_a_bad_construct_json_is_reported_for_each_file_set(tmp_path):
+    for step in (0, 1):
+        write_file_set(tmp_path / "data" / f"step{step}" / "rank0", A2_DATA, ["not", "an", "object"])
+    _, tasks = plan(tmp_path / "data", tmp_path / "work", api.ParseOptions())
+    for step, task in enumerate(tasks):
+        with pytest.raises(DataError, match=f"step{step}/rank0/construct.json: top level is"):
+            parse_file_set(task.unit, task.options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -12,7 +13,7 @@ import pyarrow as pa
 from trendconv.dump import construct as ct
 from trendconv.dump import rules
 from trendconv.errors import DataError, kind_of, where
-from trendconv.jsonfile import read_json
+from trendconv.jsonfile import parse_json_bytes, read_bytes, read_json
 from trendconv.scan import INT64_MAX, FileSet
 
 
@@ -40,7 +41,7 @@ class Rows:
     """The rows of one file set, in processing order, kept per key where they share a value.
 
     Per row only the target name and the tensor dict are kept; the key-level columns are expanded
-    with Arrow `take`, and the statistics are read in one pass per column at the end.
+    with Arrow `take`, and the statistics of all rows are gathered at the end, in one pass.
     """
 
     key: list[str] = field(default_factory=list)
@@ -57,10 +58,9 @@ class Rows:
         return len(self.row_key)
 
     def metric_counts(self) -> Counter:
-        per_key = Counter(self.row_key)
-        counts = Counter()
-        for position, metric in enumerate(self.key_metric):
-            counts[metric] += per_key[position]
+        """Rows per metric; a metric whose keys gave no row counts 0."""
+        counts = Counter(dict.fromkeys(self.key_metric, 0))
+        counts.update(map(self.key_metric.__getitem__, self.row_key))
         return counts
 
     def columns(self) -> dict[str, pa.Array]:
@@ -72,32 +72,57 @@ class Rows:
             "micro_step": pa.array(self.key_index, pa.int64()).take(take),
             "key": pa.array(self.key, pa.string()).dictionary_encode().take(take),
         }
-        for column, stat in zip(("norm", "max", "min", "mean"), rules.STAT_KEYS):
-            columns[column] = _stat_column([tensor.get(stat) for tensor in self.tensors])
+        for column, values in zip(("norm", "max", "min", "mean"), self._stat_values()):
+            columns[column] = _stat_column(values)
         return columns
 
+    def _stat_values(self) -> list[tuple] | list[list]:
+        """The four statistics of every row, column by column, gathered in C when no tensor lacks one."""
+        try:
+            return list(zip(*map(_STATS_OF, self.tensors))) or [()] * len(rules.STAT_KEYS)
+        except KeyError:
+            return [[tensor.get(stat) for tensor in self.tensors] for stat in rules.STAT_KEYS]
 
-def _stat_column(values: list) -> pa.Array:
+
+_STATS_OF = operator.itemgetter(*rules.STAT_KEYS)
+
+
+def _stat_column(values) -> pa.Array:
     """Numbers, booleans and nulls convert in Arrow as §7 says; strings and huge ints need raw_stat."""
     try:
         return pa.array(values, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([rules.raw_stat(value) for value in values], pa.float64())
+        return pa.array([value if type(value) is float else rules.raw_stat(value) for value in values], pa.float64())
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Naming:
-    """What construct.json says about the keys of one file: micro steps and renumbered names."""
+    """What construct.json says about the keys of one file: micro steps and renumbered names.
+
+    `keys` remembers, per dump key, what `_key_info` found (the naming and the mapping fix it), so a
+    key seen in an earlier file set with the same construct.json costs one dict lookup.
+    """
 
     steps: dict[str, int]
     names: dict[str, str]
+    keys: dict[str, tuple | str] = field(default_factory=dict)
+
+    @property
+    def micro_steps(self) -> int:
+        return ct.micro_step_count(self.steps)
+
+
+# Namings by (construct.json digest, mapping); file sets of one training run usually share their
+# construct.json, so a worker resolves and renumbers it once. A few entries bound the memory.
+_NAMING_CACHE: dict[tuple, _Naming] = {}
+_NAMING_CACHE_SIZE = 4
 
 
 def parse_file_set(file_set: FileSet, options: ParseOptions) -> Rows:
     naming = _naming(file_set, options)
     dump = read_json(file_set.dump_json)
     data = _data_of(dump, file_set)
-    rows = Rows(micro_steps=ct.micro_step_count(naming.steps))
+    rows = Rows(micro_steps=naming.micro_steps)
     for key, entry in data.items():
         try:
             _add_key(rows, key, entry, naming, options)
@@ -112,15 +137,30 @@ def _where(file_set: FileSet, key: str | None = None) -> str:
 
 def _naming(file_set: FileSet, options: ParseOptions) -> _Naming:
     if not options.micro_step:
-        return _Naming({}, {})
+        return _cached_naming((None, options.mapping), lambda: _Naming({}, {}))
     path = file_set.construct_json
     if not path.is_file():
         raise DataError(
             f"{path}: construct.json not found (step {file_set.step}, rank {file_set.rank}); "
             "micro-step mode needs it, use --no-micro-step to convert without it"
         )
-    steps = ct.micro_steps(ct.unpack_construct(read_json(path), path), path)
-    return _Naming(steps, ct.renumber(steps))
+    raw = read_bytes(path)
+
+    def build() -> _Naming:
+        steps = ct.micro_steps(ct.unpack_construct(parse_json_bytes(raw, path), path), path)
+        return _Naming(steps, ct.renumber(steps))
+
+    return _cached_naming((hashlib.sha256(raw).digest(), options.mapping), build)
+
+
+def _cached_naming(cache_key: tuple, build) -> _Naming:
+    naming = _NAMING_CACHE.pop(cache_key, None)
+    if naming is None:
+        naming = build()  # errors are not cached: each file set reports its own path
+        while len(_NAMING_CACHE) >= _NAMING_CACHE_SIZE:
+            del _NAMING_CACHE[next(iter(_NAMING_CACHE))]
+    _NAMING_CACHE[cache_key] = naming  # most recently used last
+    return naming
 
 
 def _data_of(dump, file_set: FileSet) -> dict:
@@ -133,48 +173,71 @@ def _data_of(dump, file_set: FileSet) -> dict:
     return dump["data"]
 
 
-def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions) -> None:
-    if not isinstance(entry, dict):
-        rows.skipped[rules.SKIP_NOT_OBJECT] += 1
-        return
+def _key_info(key: str, naming: _Naming, options: ParseOptions) -> tuple | str:
+    """A skip reason, or (metric, forward, target prefix, target index, local micro step) of a key.
+
+    For a forward key the metric is recompute when its entry says `is_recompute`: the one part of the
+    outcome that depends on the entry rather than the key, left to the caller.
+    """
     name, lookup = _name_and_lookup(key, naming)
     if not name:
-        rows.skipped[rules.SKIP_NOT_IN_CONSTRUCT] += 1
-        return
-    classified = rules.classify(rules.apply_mapping(name, options.mapping), entry)
+        return rules.SKIP_NOT_IN_CONSTRUCT
+    classified = rules.classify(rules.apply_mapping(name, options.mapping), _NOT_RECOMPUTE)
     if classified is None:
-        rows.skipped[rules.SKIP_NO_METRIC] += 1
-        return
+        return rules.SKIP_NO_METRIC
     metric, stripped = classified
     prefix, index = rules.split_index(stripped)
     if index > INT64_MAX:
         raise rules.EntryError(f"target index {index} does not fit a 64-bit integer")
+    return metric, metric == rules.FORWARD, prefix, index, naming.steps.get(lookup, 0)
+
+
+_NOT_RECOMPUTE: dict = {}
+_TENSOR_TYPES, _FLOAT_DTYPES = rules.TENSOR_TYPES, rules.FLOAT_DTYPES
+
+
+def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions) -> None:
+    if not isinstance(entry, dict):
+        rows.skipped[rules.SKIP_NOT_OBJECT] += 1
+        return
+    info = naming.keys.get(key)
+    if info is None:
+        info = naming.keys[key] = _key_info(key, naming, options)
+    if type(info) is str:
+        rows.skipped[info] += 1
+        return
+    metric, forward, prefix, index, local = info
+    if forward and entry.get("is_recompute"):
+        metric = rules.RECOMPUTE
+    groups = rules.tensor_groups(metric, entry)  # may raise: before this key adds anything
+    position = len(rows.key)
     rows.key.append(key)
     rows.key_metric.append(metric)
     rows.key_index.append(index)
-    rows.key_local.append(naming.steps.get(lookup, 0))
-    position = len(rows.key) - 1
-    for start, values in rules.tensor_groups(metric, entry):
+    rows.key_local.append(local)
+    row_key, target_name, tensors, skipped = rows.row_key, rows.target_name, rows.tensors, rows.skipped
+    for start, values in groups:
+        base = prefix + start
         if type(values) is dict:
             for name, value in values.items():
-                _add_tensor(rows, position, prefix + start + name, rules.choose_parameter(value))
+                value = rules.choose_parameter(value)
+                if type(value) is dict and value.get("type") in _TENSOR_TYPES and value.get("dtype") in _FLOAT_DTYPES:
+                    row_key.append(position)
+                    target_name.append(base + name)
+                    tensors.append(value)
+                else:
+                    skipped[rules.skip_reason(value)] += 1
             continue
-        for index, value in enumerate(values):
-            if rules.is_eligible(value):  # the common case, without building a name for skipped items
-                rows.row_key.append(position)
-                rows.target_name.append(f"{prefix}{start}{index}")
-                rows.tensors.append(value)
+        index = 0
+        for value in values:
+            # rules.is_eligible, inlined: this is the hot path
+            if type(value) is dict and value.get("type") in _TENSOR_TYPES and value.get("dtype") in _FLOAT_DTYPES:
+                row_key.append(position)
+                target_name.append(f"{base}{index}")
+                tensors.append(value)
             else:
-                rows.skipped[rules.skip_reason(value)] += 1
-
-
-def _add_tensor(rows: Rows, position: int, target: str, value) -> None:
-    if rules.is_eligible(value):
-        rows.row_key.append(position)
-        rows.target_name.append(target)
-        rows.tensors.append(value)
-    else:
-        rows.skipped[rules.skip_reason(value)] += 1
+                skipped[rules.skip_reason(value)] += 1
+            index += 1
 
 
 def _name_and_lookup(key: str, naming: _Naming) -> tuple[str | None, str]:

@@ -57,22 +57,23 @@ def split_index(name: str) -> tuple[str, int]:
     return name, 0
 
 
-def tensor_groups(metric: str, entry: dict) -> list[tuple[str, list | dict]]:
+def tensor_groups(metric: str, entry: dict) -> tuple[tuple[str, list | dict], ...]:
     """The fields rows may come from, in §6 order: (suffix start, values by position or by name).
 
     A dict group holds parameters (name -> value, the tensor chosen by `choose_parameter`); a list
     group holds tensors by position (skipped items keep their positions).
     """
     if metric == PARAMETERS_GRAD:
-        return [(".", entry)]
-    first = "input" if metric == BACKWARD else "input_args"
-    groups = [(".input.", _list_field(entry, first)), (".output.", _list_field(entry, "output"))]
-    if metric != BACKWARD and "parameters" in entry:
-        parameters = entry["parameters"]
-        if not isinstance(parameters, dict):
-            raise EntryError(f"'parameters' is {kind_of(parameters)}, expected an object")
-        groups.append((".parameters.", parameters))
-    return groups
+        return ((".", entry),)
+    if metric == BACKWARD:
+        return ((".input.", _list_field(entry, "input")), (".output.", _list_field(entry, "output")))
+    inputs, outputs = _list_field(entry, "input_args"), _list_field(entry, "output")
+    if "parameters" not in entry:
+        return ((".input.", inputs), (".output.", outputs))
+    parameters = entry["parameters"]
+    if not isinstance(parameters, dict):
+        raise EntryError(f"'parameters' is {kind_of(parameters)}, expected an object")
+    return ((".input.", inputs), (".output.", outputs), (".parameters.", parameters))
 
 
 def tensor_slots(metric: str, entry: dict) -> Iterator[tuple[str, object]]:
@@ -87,9 +88,11 @@ def tensor_slots(metric: str, entry: dict) -> Iterator[tuple[str, object]]:
 
 
 def _list_field(entry: dict, field: str) -> list:
+    values = entry.get(field)
+    if type(values) is list:  # the common case first
+        return values
     if field not in entry:
         return []
-    values = entry[field]
     if not isinstance(values, list):
         raise EntryError(f"{field!r} is {kind_of(values)}, expected a list")
     return values

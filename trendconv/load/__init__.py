@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +26,10 @@ from trendconv.load import schema
 from trendconv.tags import tags_of
 
 PLUGIN_SIZE_LIMIT = 5 * 1024**3
+# Trend rows per INSERT statement, at most: with 8 to 18 columns this stays under SQLite's oldest limit of
+# 999 parameters per statement.
+_BATCH_ROWS = 64
+_MAX_PARAMETERS = 999
 DB_MODE = 0o640
 
 
@@ -44,46 +49,83 @@ class LoadSummary:
 class _Ids:
     """Targets and their per-metric first use, which decide target ids and tag ids.
 
-    Work is per distinct (name, index) pair of a shard, not per row: pairs are packed into one int64
-    key, and Arrow's `unique` keeps first-occurrence order, which is the order ids are given in.
+    Work is per shard in Arrow, not per row or per pair: a (name, index) pair is packed into one int64
+    key (the name as a number given on first sight), and `known` holds the key of every target in id
+    order, so `index_in` gives the target ids of a shard's rows and the nulls are the new targets.
+    Arrow's `unique` keeps first-occurrence order, which is the order ids are given in.
     """
 
     _INDEX_BITS = 31
+    _INDEX_LIMIT = 1 << _INDEX_BITS
 
     def __init__(self) -> None:
         self.targets: dict[tuple[str, int], int] = {}
-        self.by_metric: dict[int, dict[int, None]] = {}
+        self._name_numbers: dict[str, int] = {}
+        self._names: list[str] = []
+        self._known_keys: list[int] = []  # by target id - 1; a target whose index does not pack: -id
+        self._known = pa.array([], pa.int64())
+        self._uses: list[pa.Array] = []  # (metric << 32 | target id), each first use once, in order
+        self._used = pa.array([], pa.int64())
+
+    @property
+    def by_metric(self) -> dict[int, dict[int, None]]:
+        """metric id -> target ids (as dict keys), both in order of first use."""
+        by_metric: dict[int, dict[int, None]] = {}
+        for uses in self._uses:
+            for use in uses.to_pylist():
+                by_metric.setdefault(use >> 32, {})[use & 0xFFFFFFFF] = None
+        return by_metric
 
     def target_ids(self, names: pa.DictionaryArray, indexes: pa.Array, metric_ids: pa.Array) -> pa.Array:
-        keys, decode = self._pack(names, indexes)
-        distinct = pc.unique(keys)
-        ids = [self._target_id(decode(key)) for key in distinct.to_pylist()]
-        row_ids = pa.array(ids, pa.int64()).take(pc.index_in(keys, distinct))
+        if len(indexes) and pc.max(indexes).as_py() >= self._INDEX_LIMIT:
+            row_ids = self._target_ids_unpacked(names, indexes)
+        else:
+            row_ids = self._target_ids_packed(names, indexes)
         self._note_metric_use(metric_ids, row_ids)
         return row_ids
 
-    def _pack(self, names: pa.DictionaryArray, indexes: pa.Array):
-        dictionary = names.dictionary.to_pylist()
-        if len(indexes) and pc.max(indexes).as_py() >= 1 << self._INDEX_BITS:
-            pairs = list(zip(pc.take(names.dictionary, names.indices).to_pylist(), indexes.to_pylist()))
-            unique_pairs = list(dict.fromkeys(pairs))
-            positions = {pair: position for position, pair in enumerate(unique_pairs)}
-            keys = pa.array([positions[pair] for pair in pairs], pa.int64())
-            return keys, unique_pairs.__getitem__
-        keys = pc.add(pc.shift_left(names.indices.cast(pa.int64()), self._INDEX_BITS), indexes)
-        mask = (1 << self._INDEX_BITS) - 1
-        return keys, lambda key: (dictionary[key >> self._INDEX_BITS], key & mask)
+    def _target_ids_packed(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
+        numbers = pa.array([self._name_number(name) for name in names.dictionary.to_pylist()], pa.int64())
+        keys = pc.add(pc.shift_left(numbers.take(names.indices), self._INDEX_BITS), indexes)
+        positions = pc.index_in(keys, value_set=self._known)
+        if positions.null_count:
+            mask = self._INDEX_LIMIT - 1
+            for key in pc.unique(keys.filter(positions.is_null())).to_pylist():
+                self._new_target(self._names[key >> self._INDEX_BITS], key & mask)
+            self._known = pa.array(self._known_keys, pa.int64())
+            positions = pc.index_in(keys, value_set=self._known)
+        return pc.add(positions.cast(pa.int64()), 1)
 
-    def _target_id(self, target: tuple[str, int]) -> int:
-        target_id = self.targets.get(target)
-        if target_id is None:
-            target_id = self.targets[target] = len(self.targets) + 1
+    def _target_ids_unpacked(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
+        """Indexes beyond 31 bits: the pairs of the shard, one by one."""
+        pairs = list(zip(pc.take(names.dictionary, names.indices).to_pylist(), indexes.to_pylist()))
+        ids = {}
+        for pair in pairs:
+            if pair not in ids:
+                known = self.targets.get(pair)
+                ids[pair] = known if known is not None else self._new_target(*pair)
+        self._known = pa.array(self._known_keys, pa.int64())
+        return pa.array([ids[pair] for pair in pairs], pa.int64())
+
+    def _name_number(self, name: str) -> int:
+        number = self._name_numbers.get(name)
+        if number is None:
+            number = self._name_numbers[name] = len(self._names)
+            self._names.append(name)
+        return number
+
+    def _new_target(self, name: str, index: int) -> int:
+        target_id = self.targets[(name, index)] = len(self.targets) + 1
+        packs = index < self._INDEX_LIMIT
+        self._known_keys.append((self._name_number(name) << self._INDEX_BITS) + index if packs else -target_id)
         return target_id
 
     def _note_metric_use(self, metric_ids: pa.Array, row_ids: pa.Array) -> None:
         uses = pc.unique(pc.add(pc.shift_left(metric_ids, 32), row_ids))
-        for use in uses.to_pylist():
-            self.by_metric.setdefault(use >> 32, {})[use & 0xFFFFFFFF] = None
+        new = uses.filter(pc.invert(pc.is_in(uses, value_set=self._used)))
+        if len(new):
+            self._uses.append(new)
+            self._used = pa.concat_arrays([self._used, new])
 
 
 class TrendDbBuilder:
@@ -159,9 +201,7 @@ class TrendDbBuilder:
                 **{stat: clean_values(table[stat]) for stat in schema.STATS},
             }
         ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
-        before = self._conn.total_changes
-        self._conn.executemany(schema.INSERT_TREND, zip(*(rows[name].to_pylist() for name in rows.column_names)))
-        inserted = self._conn.total_changes - before
+        inserted = insert_trend(self._conn, rows, schema.STATS)
         self.summary.rows += inserted
         self.summary.duplicates += rows.num_rows - inserted
 
@@ -271,6 +311,23 @@ def _create(path: Path) -> sqlite3.Connection:
         conn.execute(statement)
     conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in schema.METRICS))
     return conn
+
+
+def insert_trend(conn: sqlite3.Connection, rows: pa.Table, stats) -> int:
+    """Insert ROWS (trend_data's columns, in order) in table order, many rows to a statement; returns how
+    many were inserted (INSERT OR IGNORE: a duplicate key keeps the row inserted first)."""
+    before = conn.total_changes
+    width = len(rows.column_names)
+    per_statement = min(_BATCH_ROWS, _MAX_PARAMETERS // width)
+    flat = list(chain.from_iterable(zip(*(rows[name].to_pylist() for name in rows.column_names))))
+    chunk = width * per_statement
+    whole = len(flat) - len(flat) % chunk
+    if whole:
+        statement = schema.insert_trend(stats, per_statement)
+        conn.executemany(statement, (flat[start : start + chunk] for start in range(0, whole, chunk)))
+    if whole < len(flat):
+        conn.execute(schema.insert_trend(stats, (len(flat) - whole) // width), flat[whole:])
+    return conn.total_changes - before
 
 
 def prepare_build(out_dir: Path, db_name: str) -> Path:

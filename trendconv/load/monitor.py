@@ -19,7 +19,16 @@ from trendconv import shards
 from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, plural
 from trendconv.faults import fault_point
-from trendconv.load import LoadSummary, build_indexes, clean_values, open_build, prepare_build, publish, schema
+from trendconv.load import (
+    LoadSummary,
+    build_indexes,
+    clean_values,
+    insert_trend,
+    open_build,
+    prepare_build,
+    publish,
+    schema,
+)
 from trendconv.tags import monitor_tags_of
 
 _KEY_SEPARATOR = "\x1f"
@@ -128,7 +137,6 @@ class MonitorDbBuilder:
         plan = self._plan = plan_monitor(metas)
         self.summary.warnings.extend(plan.warnings)
         self._metric_ids = schema.metric_ids(plan.metrics)
-        self._insert = schema.insert_trend(plan.columns)
         self._step_keys = pa.array(sorted(plan.offsets), pa.int64())
         self._step_offsets = pa.array([plan.offsets[step] for step in sorted(plan.offsets)], pa.int64())
         for statement in schema.DIMENSION_TABLES:
@@ -184,9 +192,7 @@ class MonitorDbBuilder:
         }
         # Stable: of rows with the same key, the first in processing order is inserted first and wins.
         rows = pa.table(columns).sort_by([("rank", "ascending"), ("step", "ascending"), ("target_id", "ascending")])
-        before = self._conn.total_changes
-        self._conn.executemany(self._insert, zip(*(rows[name].to_pylist() for name in rows.column_names)))
-        inserted = self._conn.total_changes - before
+        inserted = insert_trend(self._conn, rows, self._plan.columns)
         self.summary.rows += inserted
         self.summary.duplicates += rows.num_rows - inserted
 

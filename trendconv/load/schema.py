@@ -61,8 +61,11 @@ def trend_data_ddl(stats) -> str:
 ) WITHOUT ROWID"""
 
 
-def insert_trend(stats) -> str:
-    return f"INSERT OR IGNORE INTO trend_data VALUES ({', '.join('?' * (4 + len(stats)))})"
+def insert_trend(stats, rows: int = 1) -> str:
+    """INSERT OR IGNORE of ROWS rows in one statement. SQLite inserts them in order, each on its own (a
+    duplicate is ignored alone), so the table is the same as row by row, for far less VM work."""
+    values = f"({', '.join('?' * (4 + len(stats)))})"
+    return f"INSERT OR IGNORE INTO trend_data VALUES {', '.join([values] * rows)}"
 
 
 CREATE_TABLES = (*DIMENSION_TABLES, trend_data_ddl(STATS))
@@ -78,6 +81,8 @@ CREATE_GLOBAL_STATS = f"""CREATE TABLE IF NOT EXISTS global_stats (
 INSERT_METRIC = "INSERT OR IGNORE INTO monitoring_metrics (metric_name) VALUES (?)"
 INSERT_TARGET = "INSERT INTO monitoring_targets (target_id, target_name, vpp_stage, micro_step) VALUES (?, ?, ?, ?)"
 INSERT_TREND = insert_trend(STATS)
+
+
 INSERT_GLOBAL_STATS = f"INSERT INTO global_stats VALUES ({', '.join('?' * (3 + len(METRICS)))})"
 INSERT_TAG = "INSERT INTO monitoring_tags (tag_id, tag_name, category, metric_id) VALUES (?, ?, ?, ?)"
 INSERT_TAG_TARGET = "INSERT INTO tag_target_mapping (tag_id, target_id) VALUES (?, ?)"
@@ -90,12 +95,14 @@ CREATE_INDEXES = (
 )
 
 # Safe while building: the file is private until it is renamed into place, and a failed build is removed.
+# Rows arrive in (rank, step) runs, so inserts touch few pages: an 8 MiB cache loads as fast as 32 MiB
+# (the file bytes do not depend on it) and keeps the loading process small while workers parse.
 BUILD_PRAGMAS = (
     "PRAGMA journal_mode = OFF",
     "PRAGMA synchronous = OFF",
     "PRAGMA locking_mode = EXCLUSIVE",
     "PRAGMA temp_store = MEMORY",
-    "PRAGMA cache_size = -32768",
+    "PRAGMA cache_size = -8192",
 )
 
 

@@ -8,6 +8,7 @@ it stopped. A manifest written last (`WORK/manifest.json`) says the set of shard
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -74,7 +75,21 @@ def describe_sources(task: ParseTask) -> list[dict]:
 
 
 def parse_task(task: ParseTask) -> dict:
-    """Worker entry point: parse one unit, write its shard, return its (small) metadata."""
+    """Worker entry point: parse one unit, write its shard, return its (small) metadata.
+
+    The cyclic garbage collector is paused meanwhile: a parsed dump.json is millions of young containers
+    that hold no cycles, and collecting them as they are made cost about a sixth of the parse time.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_task(task)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_task(task: ParseTask) -> dict:
     sources = describe_sources(task)
     table, described = task.format.parse(task.unit, task.options)
     meta = {
