@@ -581,3 +581,21 @@ def test_monitor_databases_get_the_read_indexes(example, tmp_path):
     assert query(db, "SELECT count(*) > 0 FROM sqlite_stat1") == [(1,)]
     plan = query(db, "EXPLAIN QUERY PLAN SELECT * FROM trend_data WHERE metric_id = 1 AND step = 0")
     assert "idx_trend_metric_step" in plan[0][-1]
+
+
+def test_the_api_converts_every_format_found(example, tmp_path):
+    write_file_set(example / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    options = api.ParseOptions()
+    assert api.formats_in_data(example, "auto") == ["dump", "monitor"]
+    runs = api.run_all(example, tmp_path / "out", options, workers=1)
+    assert [(run.parse.input_format, run.load.db.name) for run in runs] == [
+        ("dump", "dump_data.trend.db"),
+        ("monitor", "monitor_data.trend.db"),
+    ]
+    parsed = api.parse_all(example, tmp_path / "work", options, input_format="monitor", workers=1)
+    assert [(summary.input_format, summary.files) for summary in parsed] == [("monitor", 2)]
+    assert api.formats_in_work(tmp_path / "out" / ".trendconv") == ["dump", "monitor"]
+    loaded = api.load_all(tmp_path / "out" / ".trendconv", tmp_path / "again")
+    assert [summary.db.read_bytes() for summary in loaded] == [run.load.db.read_bytes() for run in runs]
+    api.parse_all(example, tmp_path / "out" / ".trendconv", options, input_format="dump", workers=1)
+    assert api.formats_in_work(tmp_path / "out" / ".trendconv") == ["dump"]  # the monitor parse is forgotten

@@ -18,7 +18,7 @@ from trendconv.load.monitor import MonitorDbBuilder, load_monitor_shards
 from trendconv.parse import ParseSummary, ParseTask, run_parse
 from trendconv.parse.formats import DUMP, FORMATS, MONITOR
 from trendconv.scan import has_dump_data
-from trendconv.scan.monitor import has_monitor_data
+from trendconv.scan.monitor import CsvFile, has_monitor_data
 
 __all__ = [
     "DUMP",
@@ -158,9 +158,7 @@ def _shard_order(shard: shards.Shard) -> tuple:
     return (shard.step, shard.rank)
 
 
-def _csv_unit(meta: dict):
-    from trendconv.scan.monitor import CsvFile
-
+def _csv_unit(meta: dict) -> CsvFile:
     return CsvFile(meta["rank"], meta["run_dir"], meta["file"], meta["metric"], Path())
 
 
