@@ -1,6 +1,6 @@
 """Monitor CSV benchmark: trendconv vs msprobe data2db --format monitor 26.2.0, and the floors, in one run.
 
-    python -m benchmarks.monitor [--quick] [--large] [--workers 1,2] [--repeat 3] [--msprobe PATH]
+    python -m benchmarks.monitor [--quick] [--large [--large-repeat N]] [--workers 1,2] [--repeat 3] [--msprobe PATH]
 
 Writes benchmarks/RESULTS-monitor.md. The scenarios are those of monitor-format.md §14 (Megatron GPT, two
 micro-batches, all nine metrics, ops min,max,norm,zeros,nans,mean); every number is a median of --repeat runs
@@ -118,13 +118,13 @@ def sqlite_floor(db: Path, repeat: int, scratch: Path) -> float:
     return statistics.median(times)
 
 
-def bench(scenario: MonitorScenario, workers: list[int], args) -> dict:
+def bench(scenario: MonitorScenario, workers: list[int], repeat: int, args) -> dict:
     data = data_for(scenario)
     scratch = data.parent / "scratch"
     scratch.mkdir(exist_ok=True)
     files = csv_files(data)
-    ours = {count: run_trendconv(data, count, args.repeat, scratch) for count in workers}
-    reference = {count: run_msprobe(args.msprobe, data, count, args.repeat, scratch) for count in workers}
+    ours = {count: run_trendconv(data, count, repeat, scratch) for count in workers}
+    reference = {count: run_msprobe(args.msprobe, data, count, repeat, scratch) for count in workers}
     print(f"done: {scenario.name}", file=sys.stderr)
     return {
         "scenario": scenario,
@@ -132,8 +132,9 @@ def bench(scenario: MonitorScenario, workers: list[int], args) -> dict:
         "bytes": sum(path.stat().st_size for path in files),
         "ours": ours,
         "msprobe": reference,
-        "csv_floor": csv_floor(data, args.repeat),
-        "sqlite_floor": sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.MONITOR_DB_NAME, args.repeat, scratch),
+        "repeat": repeat,
+        "csv_floor": csv_floor(data, repeat),
+        "sqlite_floor": sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.MONITOR_DB_NAME, repeat, scratch),
         "identical": len(set().union(*(measured.db_sha256 for measured in ours.values()))) == 1,
     }
 
@@ -144,6 +145,7 @@ def section(result: dict) -> list[str]:
     lines = [
         f"### {scenario.name}",
         "",
+        f"{'Median of ' + str(result['repeat']) + ' runs' if result['repeat'] > 1 else 'One run'} per cell.",
         f"{result['files']} CSV files, {result['bytes'] / 1e6:.1f} MB; rows {counts['rows']}, targets "
         f"{counts['targets']}, tags {counts['tags']}, tag links {counts['tag_links']}. CSV floor (pyarrow's reader, "
         f"one core) {result['csv_floor']:.2f} s; SQLite floor (bare executemany) {result['sqlite_floor']:.2f} s. "
@@ -170,6 +172,7 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="add the 8 ranks x 200 steps x 16 layers scenario")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--large-repeat", type=int, help="runs of the large scenario (default: --repeat)")
     parser.add_argument(
         "--msprobe", default=os.environ.get("TRENDCONV_MSPROBE", str(HERE.parent / ".venv-ref/bin/msprobe"))
     )
@@ -177,13 +180,14 @@ def main() -> None:
     args = parser.parse_args()
     scenarios = QUICK if args.quick else SCENARIOS + ([LARGE] if args.large else [])
     workers = [int(count) for count in args.workers.split(",")]
-    results = [bench(scenario, workers, args) for scenario in scenarios]
+    repeats = {LARGE: args.large_repeat or args.repeat}
+    results = [bench(scenario, workers, repeats.get(scenario, args.repeat), args) for scenario in scenarios]
     info = machine()
     lines = [
         "# Monitor benchmark results",
         "",
-        f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Medians of the runs; wall seconds of "
-        "whole processes; peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
+        f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Wall seconds of whole processes; "
+        "peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
         f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Python {info['python']}.",
         "`total / floor` is total / max(CSV floor / workers, SQLite floor).",
         "",
