@@ -245,26 +245,13 @@ class TrendDbBuilder:
 
     def _write_tags(self) -> None:
         names = {tid: name for (name, _), tid in self._ids.targets.items()}
-        tag_ids: dict[tuple[str, str, int], int] = {}
-        links = []
-        for metric, targets in self._ids.by_metric.items():
-            for target in targets:
-                for tag_name, category in tags_of(names[target]):
-                    tag = tag_ids.setdefault((tag_name, category, metric), len(tag_ids) + 1)
-                    links.append((tag, target))
-        self._conn.executemany(schema.INSERT_TAG, ((tid, *tag) for tag, tid in tag_ids.items()))
-        links.sort()
-        self._conn.executemany(schema.INSERT_TAG_TARGET, links)
-        self.summary.tags, self.summary.tag_links = len(tag_ids), len(links)
+        write_tags(self._conn, self._ids.by_metric, names, tags_of, self.summary)
 
     def _publish(self) -> LoadSummary:
         return publish(self.tmp, self.final, self.summary)
 
     def abort(self) -> None:
-        try:
-            self._conn.close()
-        finally:
-            self.tmp.unlink(missing_ok=True)
+        abandon(self._conn, self.tmp)
 
 
 def load_shards(
@@ -311,6 +298,30 @@ def _create(path: Path) -> sqlite3.Connection:
         conn.execute(statement)
     conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in schema.METRICS))
     return conn
+
+
+def write_tags(conn: sqlite3.Connection, by_metric: dict, names: dict[int, str], rule, summary: LoadSummary) -> None:
+    """Tags per metric (metrics in BY_METRIC's order, each metric's targets in first-use order, each target's
+    tags in RULE's order), and every (tag, target) link, sorted."""
+    tag_ids: dict[tuple[str, str, int], int] = {}
+    links = []
+    for metric, targets in by_metric.items():
+        for target in targets:
+            for tag_name, category in rule(names[target]):
+                tag = tag_ids.setdefault((tag_name, category, metric), len(tag_ids) + 1)
+                links.append((tag, target))
+    conn.executemany(schema.INSERT_TAG, ((tid, *tag) for tag, tid in tag_ids.items()))
+    links.sort()
+    conn.executemany(schema.INSERT_TAG_TARGET, links)
+    summary.tags, summary.tag_links = len(tag_ids), len(links)
+
+
+def abandon(conn: sqlite3.Connection, tmp: Path) -> None:
+    """A failed build: close it and remove its file; the database in place, if any, is untouched."""
+    try:
+        conn.close()
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def insert_trend(conn: sqlite3.Connection, rows: pa.Table, stats) -> int:

@@ -21,6 +21,7 @@ from trendconv.errors import DataError, plural
 from trendconv.faults import fault_point
 from trendconv.load import (
     LoadSummary,
+    abandon,
     build_indexes,
     clean_values,
     insert_trend,
@@ -28,6 +29,7 @@ from trendconv.load import (
     prepare_build,
     publish,
     schema,
+    write_tags,
 )
 from trendconv.tags import monitor_tags_of
 
@@ -254,23 +256,11 @@ class MonitorDbBuilder:
 
     def _write_tags(self, names: dict[int, str]) -> None:
         """§9: tags per metric, in the order the metric's targets were first used."""
-        tag_ids: dict[tuple[str, str, int], int] = {}
-        links = []
-        for metric_id in sorted(self._by_metric):
-            for target in self._by_metric[metric_id]:
-                for tag_name, category in monitor_tags_of(names[target]):
-                    tag = tag_ids.setdefault((tag_name, category, metric_id), len(tag_ids) + 1)
-                    links.append((tag, target))
-        self._conn.executemany(schema.INSERT_TAG, ((tid, *tag) for tag, tid in tag_ids.items()))
-        links.sort()
-        self._conn.executemany(schema.INSERT_TAG_TARGET, links)
-        self.summary.tags, self.summary.tag_links = len(tag_ids), len(links)
+        by_metric = {metric_id: self._by_metric[metric_id] for metric_id in sorted(self._by_metric)}
+        write_tags(self._conn, by_metric, names, monitor_tags_of, self.summary)
 
     def abort(self) -> None:
-        try:
-            self._conn.close()
-        finally:
-            self.tmp.unlink(missing_ok=True)
+        abandon(self._conn, self.tmp)
 
 
 def _split_key(key: str) -> tuple[str, int, int]:
