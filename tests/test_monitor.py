@@ -599,3 +599,22 @@ def test_the_api_converts_every_format_found(example, tmp_path):
     assert [summary.db.read_bytes() for summary in loaded] == [run.load.db.read_bytes() for run in runs]
     api.parse_all(example, tmp_path / "out" / ".trendconv", options, input_format="dump", workers=1)
     assert api.formats_in_work(tmp_path / "out" / ".trendconv") == ["dump"]  # the monitor parse is forgotten
+
+
+def test_run_summary_names_the_files_left_out(example, tmp_path):
+    write_run(
+        example, {"stack_info.csv": "module_name,stack_info\n", "linear_hook_0-1.csv": "vpp_stage,name,step,sr\n"}
+    )
+    (example / "Feb21_00-00-00-rank0-ffffffff").write_text("a file, not a run directory")
+    result = invoke("run", example, "--db", tmp_path / "out", "--format", "monitor", "-j", "1")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[3:5] == [
+        "  skipped 1 file: L2 feature file (*_hook_*.csv)",
+        "  skipped 1 file: stack_info.csv (call stacks, no statistics)",
+    ]
+    assert result.stderr == "warning: 1 L2 feature CSV file (*_hook_*.csv) left out, as msprobe data2db does\n"
+    assert query(tmp_path / "out" / "monitor_data.trend.db", "SELECT count(*) FROM trend_data") == [(12,)]
+    bad = invoke("inspect", tmp_path / "out" / ".trendconv", "--format", "csv")
+    assert bad.exit_code == 2
+    assert "Invalid value for '--format': 'csv' is not one of 'dump', 'monitor'" in bad.stderr

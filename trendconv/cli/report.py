@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from trendconv.errors import plural
+
 _stderr = Console(stderr=True, highlight=False)
 
 
@@ -103,7 +105,7 @@ def _skipped_lines(skipped: Counter | dict) -> list[str]:
 
 
 def _skipped_file_lines(parsed) -> list[str]:
-    return [f"  skipped {count} files: {reason}" for reason, count in sorted(parsed.skipped_files.items())]
+    return [f"  skipped {plural(count, 'file')}: {reason}" for reason, count in sorted(parsed.skipped_files.items())]
 
 
 def _units(parsed) -> str:
