@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from benchmarks.gen_dump import Dims  # the same Llama-7B-like shapes (micro-batch size 1)
+
 ALL_NINE = (
     "actv",
     "actv_grad",
@@ -217,19 +219,6 @@ class T:
     def __init__(self, shape: tuple[int, ...], dtype: str = BF16, scale: float = 1.0, kind: str = "float") -> None:
         self.shape, self.dtype, self.scale, self.kind = shape, dtype, scale, kind
         self.numel = math.prod(shape)
-
-
-@dataclass(frozen=True)
-class Dims:
-    """Llama-7B-like shapes (micro-batch size 1), split for tensor parallelism."""
-
-    tp: int
-    seq: int = 4096
-    hidden: int = 4096
-    heads: int = 32
-    head_dim: int = 128
-    ffn: int = 11008
-    vocab: int = 32000
 
 
 @dataclass(frozen=True)

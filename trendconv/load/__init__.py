@@ -220,16 +220,7 @@ class TrendDbBuilder:
         self._conn.execute(schema.CREATE_GLOBAL_STATS)
         self._conn.execute(schema.INSERT_GLOBAL_STATS, self._global_stats())
         self._write_tags()
-        self._conn.commit()
-        indexed = time.perf_counter()
-        if self.index:
-            build_indexes(self._conn)
-        self._conn.close()
-        self.seconds["index"] = time.perf_counter() - indexed
-        fault_point("load-before-rename")
-        summary = self._publish()
-        self.seconds["finish"] = time.perf_counter() - started - self.seconds["index"]
-        return summary
+        return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
 
     def _write_targets(self) -> None:
         targets = ((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())
@@ -246,9 +237,6 @@ class TrendDbBuilder:
     def _write_tags(self) -> None:
         names = {tid: name for (name, _), tid in self._ids.targets.items()}
         write_tags(self._conn, self._ids.by_metric, names, tags_of, self.summary)
-
-    def _publish(self) -> LoadSummary:
-        return publish(self.tmp, self.final, self.summary)
 
     def abort(self) -> None:
         abandon(self._conn, self.tmp)
@@ -314,6 +302,30 @@ def write_tags(conn: sqlite3.Connection, by_metric: dict, names: dict[int, str],
     links.sort()
     conn.executemany(schema.INSERT_TAG_TARGET, links)
     summary.tags, summary.tag_links = len(tag_ids), len(links)
+
+
+def complete_build(
+    conn: sqlite3.Connection,
+    tmp: Path,
+    final: Path,
+    summary: LoadSummary,
+    seconds: dict,
+    started: float,
+    *,
+    index: bool,
+) -> LoadSummary:
+    """Commit, build the read indexes, then move the build into place; SECONDS gets `index` and `finish`
+    (the time since STARTED without the indexes)."""
+    conn.commit()
+    indexed = time.perf_counter()
+    if index:
+        build_indexes(conn)
+    conn.close()
+    seconds["index"] = time.perf_counter() - indexed
+    fault_point("load-before-rename")
+    publish(tmp, final, summary)
+    seconds["finish"] = time.perf_counter() - started - seconds["index"]
+    return summary
 
 
 def abandon(conn: sqlite3.Connection, tmp: Path) -> None:

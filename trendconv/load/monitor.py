@@ -22,12 +22,11 @@ from trendconv.faults import fault_point
 from trendconv.load import (
     LoadSummary,
     abandon,
-    build_indexes,
     clean_values,
+    complete_build,
     insert_trend,
     open_build,
     prepare_build,
-    publish,
     schema,
     write_tags,
 )
@@ -243,16 +242,7 @@ class MonitorDbBuilder:
         self._conn.executemany(schema.INSERT_TARGET, targets)
         self.summary.targets = len(targets)
         self._write_tags({tid: name for tid, name, _, _ in targets})
-        self._conn.commit()
-        indexed = time.perf_counter()
-        if self.index:
-            build_indexes(self._conn)
-        self._conn.close()
-        self.seconds["index"] = time.perf_counter() - indexed
-        fault_point("load-before-rename")
-        summary = publish(self.tmp, self.final, self.summary)
-        self.seconds["finish"] = time.perf_counter() - started - self.seconds["index"]
-        return summary
+        return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
 
     def _write_tags(self, names: dict[int, str]) -> None:
         """§9: tags per metric, in the order the metric's targets were first used."""
