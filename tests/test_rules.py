@@ -10,6 +10,7 @@ import math
 import pytest
 
 from trendconv.dump import rules
+from trendconv.dump.decode import entry_of, value_of
 from trendconv.dump.rules import (
     BACKWARD,
     FORWARD,
@@ -30,9 +31,14 @@ def T(dtype="torch.float32", type_="torch.Tensor", value=1.0):  # noqa: N802 - t
     return {"type": type_, "dtype": dtype, "shape": [2], "Max": value, "Min": value, "Mean": value, "Norm": value}
 
 
+def slots(metric: str, entry: dict) -> list[tuple[str, object]]:
+    """tensor_slots of a plain JSON entry, decoded as the parser decodes it."""
+    return list(tensor_slots(metric, entry_of(entry, parameters=metric == PARAMETERS_GRAD)))
+
+
 def eligible(metric: str, entry: dict) -> list[str]:
     """The suffixes that give a row (§6), in field order."""
-    return [suffix for suffix, value in tensor_slots(metric, entry) if skip_reason(value) is None]
+    return [suffix for suffix, value in slots(metric, entry) if skip_reason(value) is None]
 
 
 # ---------------------------------------------------------------- §4 mapping
@@ -186,8 +192,8 @@ def test_split_index_names(name, expected):
     ],
 )
 def test_eligible_type_dtype_pairs(type_, dtype):
-    assert skip_reason(T(dtype, type_)) is None
-    assert rules.is_eligible(T(dtype, type_)) is True
+    assert skip_reason(value_of(T(dtype, type_))) is None
+    assert rules.is_eligible(value_of(T(dtype, type_))) is True
 
 
 @pytest.mark.parametrize(
@@ -214,8 +220,8 @@ def test_eligible_type_dtype_pairs(type_, dtype):
     ],
 )
 def test_skip_reasons(value, reason):
-    assert skip_reason(value) == reason
-    assert rules.is_eligible(value) is False
+    assert skip_reason(value_of(value)) == reason
+    assert rules.is_eligible(value_of(value)) is False
 
 
 def test_conv2d_positions_count_null_and_nested_list():
@@ -225,9 +231,9 @@ def test_conv2d_positions_count_null_and_nested_list():
         "is_recompute": False,
         "output": [T()],
     }
-    slots = list(tensor_slots(FORWARD, entry))
-    assert [suffix for suffix, _ in slots] == [".input.0", ".input.1", ".input.2", ".input.3", ".input.4", ".output.0"]
-    assert [skip_reason(value) for _, value in slots] == [
+    found = slots(FORWARD, entry)
+    assert [suffix for suffix, _ in found] == [".input.0", ".input.1", ".input.2", ".input.3", ".input.4", ".output.0"]
+    assert [skip_reason(value) for _, value in found] == [
         None,
         None,
         rules.SKIP_NULL,
@@ -246,7 +252,8 @@ def test_conv_module_with_object_parameters():
 def test_slot_values_are_the_tensors_themselves():
     a, b, w = T(value=1.0), T(value=2.0), T(value=3.0)
     entry = {"input_args": [a], "output": [b], "parameters": {"weight": w}}
-    assert list(tensor_slots(FORWARD, entry)) == [(".input.0", a), (".output.0", b), (".parameters.weight", w)]
+    expected = [(".input.0", a), (".output.0", b), (".parameters.weight", w)]
+    assert slots(FORWARD, entry) == [(suffix, value_of(value)) for suffix, value in expected]
 
 
 def test_recompute_reads_the_same_fields_as_forward():
@@ -280,9 +287,9 @@ def test_backward_never_looks_at_bad_input_args_or_parameters():
 
 
 def test_missing_fields_give_no_slots():
-    assert list(tensor_slots(FORWARD, {})) == []
-    assert list(tensor_slots(BACKWARD, {})) == []
-    assert list(tensor_slots(PARAMETERS_GRAD, {})) == []
+    assert slots(FORWARD, {}) == []
+    assert slots(BACKWARD, {}) == []
+    assert slots(PARAMETERS_GRAD, {}) == []
 
 
 @pytest.mark.parametrize(
@@ -327,7 +334,7 @@ def test_parameters_grad_object_and_list_forms_and_rejects():
         "h": [T("Float32", "mindspore.Tensor")],
     }
     assert eligible(PARAMETERS_GRAD, entry) == [".a", ".b", ".h"]
-    assert [suffix for suffix, _ in tensor_slots(PARAMETERS_GRAD, entry)] == [
+    assert [suffix for suffix, _ in slots(PARAMETERS_GRAD, entry)] == [
         ".a",
         ".b",
         ".c",
@@ -341,7 +348,7 @@ def test_parameters_grad_object_and_list_forms_and_rejects():
 
 def test_parameters_grad_slot_value_is_item_zero():
     first, second = T(value=0.1), T(value=0.2)
-    assert list(tensor_slots(PARAMETERS_GRAD, {"w": [first, second]})) == [(".w", first)]
+    assert slots(PARAMETERS_GRAD, {"w": [first, second]}) == [(".w", value_of(first))]
 
 
 @pytest.mark.parametrize(
@@ -359,7 +366,7 @@ def test_parameters_grad_slot_value_is_item_zero():
 )
 def test_choose_parameter(value, chosen_index):
     expected = value if chosen_index == "self" else (value[chosen_index] if chosen_index is not None else None)
-    assert choose_parameter(value) == expected
+    assert choose_parameter(value_of(value)) == (None if expected is None else value_of(expected))
 
 
 @pytest.mark.parametrize(
@@ -377,7 +384,7 @@ def test_choose_parameter(value, chosen_index):
 )
 def test_crashing_shapes_raise_entry_error(metric, entry, message):
     with pytest.raises(EntryError) as info:
-        list(tensor_slots(metric, entry))
+        slots(metric, entry)
     assert str(info.value) == message
 
 
@@ -392,7 +399,7 @@ def test_crashing_shapes_raise_entry_error(metric, entry, message):
 def test_list_field_that_is_not_a_list_is_an_error(metric, entry, message):
     """Deliberate difference (docs/migration.md): the reference iterates an object's keys and gives no rows."""
     with pytest.raises(EntryError) as raised:
-        list(tensor_slots(metric, entry))
+        slots(metric, entry)
     assert str(raised.value) == message
 
 

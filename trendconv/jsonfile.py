@@ -52,6 +52,12 @@ def parse_json_bytes(raw: bytes, path: Path):
     return _parse_with_stdlib(raw, path)
 
 
+def quote_bare_tokens(raw: bytes) -> bytes:
+    """RAW with the bare NaN/Infinity/-Infinity tokens outside strings quoted; RAW itself if it has none."""
+    spans = _token_spans(raw)
+    return _quote_bare_tokens(raw, spans) if spans else raw
+
+
 def _quote_bare_tokens(raw: bytes, spans: list[tuple[int, int]] | None = None) -> bytes:
     """Wrap the bare tokens that stand outside strings in quotes; leave string contents alone."""
     if b"\\" in raw:  # escaped quotes make quote counting unsound: tokenize strings properly

@@ -11,9 +11,10 @@ import orjson
 import pyarrow as pa
 
 from trendconv.dump import construct as ct
-from trendconv.dump import rules
+from trendconv.dump import decode, rules
+from trendconv.dump.decode import Tensor
 from trendconv.errors import DataError, kind_of, where
-from trendconv.jsonfile import parse_json_bytes, read_bytes, read_json
+from trendconv.jsonfile import parse_json_bytes, read_bytes
 from trendconv.scan import INT64_MAX, FileSet
 
 
@@ -40,7 +41,7 @@ def options_text(described: dict) -> str:
 class Rows:
     """The rows of one file set, in processing order, kept per key where they share a value.
 
-    Per row only the target name and the tensor dict are kept; the key-level columns are expanded
+    Per row only the target name and the decoded tensor are kept; the key-level columns are expanded
     with Arrow `take`, and the statistics of all rows are gathered at the end, in one pass.
     """
 
@@ -50,7 +51,7 @@ class Rows:
     key_local: list[int] = field(default_factory=list)
     row_key: list[int] = field(default_factory=list)
     target_name: list[str] = field(default_factory=list)
-    tensors: list[dict] = field(default_factory=list)
+    tensors: list[Tensor] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
     micro_steps: int = 1
 
@@ -76,15 +77,12 @@ class Rows:
             columns[column] = _stat_column(values)
         return columns
 
-    def _stat_values(self) -> list[tuple] | list[list]:
-        """The four statistics of every row, column by column, gathered in C when no tensor lacks one."""
-        try:
-            return list(zip(*map(_STATS_OF, self.tensors))) or [()] * len(rules.STAT_KEYS)
-        except KeyError:
-            return [[tensor.get(stat) for tensor in self.tensors] for stat in rules.STAT_KEYS]
+    def _stat_values(self) -> list[tuple]:
+        """The four statistics of every row, column by column, gathered in C."""
+        return list(zip(*map(_STATS_OF, self.tensors))) or [()] * len(rules.STAT_KEYS)
 
 
-_STATS_OF = operator.itemgetter(*rules.STAT_KEYS)
+_STATS_OF = operator.attrgetter(*rules.STAT_KEYS)
 
 
 def _stat_column(values) -> pa.Array:
@@ -120,8 +118,18 @@ _NAMING_CACHE_SIZE = 4
 
 def parse_file_set(file_set: FileSet, options: ParseOptions) -> Rows:
     naming = _naming(file_set, options)
-    dump = read_json(file_set.dump_json)
-    data = _data_of(dump, file_set)
+    raw = read_bytes(file_set.dump_json)
+    if raw.isascii():  # msgspec leaves the UTF-8 of entries it skips unchecked; ASCII needs no check
+        try:
+            return _rows(decode.fast_entries(raw), file_set, naming, options)
+        except decode.Refused:
+            pass
+    data = _data_of(decode.generic_entries(raw, file_set.dump_json), file_set)
+    return _rows(data, file_set, naming, options)
+
+
+def _rows(data: dict, file_set: FileSet, naming: _Naming, options: ParseOptions) -> Rows:
+    """The rows of DATA's entries (undecoded or plain JSON), in file order."""
     rows = Rows(micro_steps=naming.micro_steps)
     for key, entry in data.items():
         try:
@@ -197,7 +205,7 @@ _TENSOR_TYPES, _FLOAT_DTYPES = rules.TENSOR_TYPES, rules.FLOAT_DTYPES
 
 
 def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions) -> None:
-    if not isinstance(entry, dict):
+    if not decode.is_object(entry):
         rows.skipped[rules.SKIP_NOT_OBJECT] += 1
         return
     info = naming.keys.get(key)
@@ -207,7 +215,8 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
         rows.skipped[info] += 1
         return
     metric, forward, prefix, index, local = info
-    if forward and entry.get("is_recompute"):
+    entry = decode.entry_of(entry, parameters=metric == rules.PARAMETERS_GRAD)
+    if forward and entry.is_recompute:
         metric = rules.RECOMPUTE
     groups = rules.tensor_groups(metric, entry)  # may raise: before this key adds anything
     position = len(rows.key)
@@ -221,7 +230,7 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
         if type(values) is dict:
             for name, value in values.items():
                 value = rules.choose_parameter(value)
-                if type(value) is dict and value.get("type") in _TENSOR_TYPES and value.get("dtype") in _FLOAT_DTYPES:
+                if type(value) is Tensor and value.type in _TENSOR_TYPES and value.dtype in _FLOAT_DTYPES:
                     row_key.append(position)
                     target_name.append(base + name)
                     tensors.append(value)
@@ -231,7 +240,7 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
         index = 0
         for value in values:
             # rules.is_eligible, inlined: this is the hot path
-            if type(value) is dict and value.get("type") in _TENSOR_TYPES and value.get("dtype") in _FLOAT_DTYPES:
+            if type(value) is Tensor and value.type in _TENSOR_TYPES and value.dtype in _FLOAT_DTYPES:
                 row_key.append(position)
                 target_name.append(f"{base}{index}")
                 tensors.append(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from trendconv.dump.decode import UNSET, Tensor
 from trendconv.errors import kind_of
 
 FORWARD, BACKWARD, RECOMPUTE, PARAMETERS_GRAD = "forward", "backward", "recompute", "parameters_grad"
@@ -57,26 +58,27 @@ def split_index(name: str) -> tuple[str, int]:
     return name, 0
 
 
-def tensor_groups(metric: str, entry: dict) -> tuple[tuple[str, list | dict], ...]:
+def tensor_groups(metric: str, entry) -> tuple[tuple[str, list | dict], ...]:
     """The fields rows may come from, in §6 order: (suffix start, values by position or by name).
 
-    A dict group holds parameters (name -> value, the tensor chosen by `choose_parameter`); a list
-    group holds tensors by position (skipped items keep their positions).
+    ENTRY is a `decode.Entry`, or for parameters_grad a dict of parameters. A dict group holds
+    parameters (name -> value, the tensor chosen by `choose_parameter`); a list group holds tensors
+    by position (skipped items keep their positions).
     """
     if metric == PARAMETERS_GRAD:
         return ((".", entry),)
     if metric == BACKWARD:
-        return ((".input.", _list_field(entry, "input")), (".output.", _list_field(entry, "output")))
-    inputs, outputs = _list_field(entry, "input_args"), _list_field(entry, "output")
-    if "parameters" not in entry:
+        return ((".input.", _list_field(entry.input, "input")), (".output.", _list_field(entry.output, "output")))
+    inputs, outputs = _list_field(entry.input_args, "input_args"), _list_field(entry.output, "output")
+    parameters = entry.parameters
+    if parameters is UNSET:
         return ((".input.", inputs), (".output.", outputs))
-    parameters = entry["parameters"]
     if not isinstance(parameters, dict):
         raise EntryError(f"'parameters' is {kind_of(parameters)}, expected an object")
     return ((".input.", inputs), (".output.", outputs), (".parameters.", parameters))
 
 
-def tensor_slots(metric: str, entry: dict) -> Iterator[tuple[str, object]]:
+def tensor_slots(metric: str, entry) -> Iterator[tuple[str, object]]:
     """(suffix, value) for every place a row may come from: the §6 table's view of tensor_groups."""
     for start, values in tensor_groups(metric, entry):
         if isinstance(values, dict):
@@ -87,37 +89,34 @@ def tensor_slots(metric: str, entry: dict) -> Iterator[tuple[str, object]]:
                 yield f"{start}{position}", value
 
 
-def _list_field(entry: dict, field: str) -> list:
-    values = entry.get(field)
+def _list_field(values, field: str) -> list:
     if type(values) is list:  # the common case first
         return values
-    if field not in entry:
+    if values is UNSET:
         return []
-    if not isinstance(values, list):
-        raise EntryError(f"{field!r} is {kind_of(values)}, expected a list")
-    return values
+    raise EntryError(f"{field!r} is {kind_of(values)}, expected a list")
 
 
 def choose_parameter(value):
     """Q1: a parameter is the object itself when it has a `type`, else item 0 of a list of objects."""
-    if isinstance(value, dict):
-        return value if "type" in value else None
-    if isinstance(value, list) and value and isinstance(value[0], dict):
+    if type(value) is Tensor:
+        return None if value.type is UNSET else value
+    if type(value) is list and value and type(value[0]) is Tensor:
         return value[0]
     return None
 
 
 def is_eligible(value) -> bool:
     """§6: a tensor of a supported type and float dtype (the hot path; skip_reason says why not)."""
-    return type(value) is dict and value.get("type") in TENSOR_TYPES and value.get("dtype") in FLOAT_DTYPES
+    return type(value) is Tensor and value.type in TENSOR_TYPES and value.dtype in FLOAT_DTYPES
 
 
 def skip_reason(value) -> str | None:
     """None for an eligible tensor (§6), else why the value gives no row."""
-    if isinstance(value, dict):
-        kind = value.get("type")
+    if type(value) is Tensor:
+        kind = value.type
         if kind in TENSOR_TYPES:
-            return None if value.get("dtype") in FLOAT_DTYPES else SKIP_DTYPE
+            return None if value.dtype in FLOAT_DTYPES else SKIP_DTYPE
         return SKIP_TYPE if isinstance(kind, str) and "Tensor" in kind else SKIP_NON_TENSOR
     if value is None:
         return SKIP_NULL
