@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -274,6 +275,58 @@ def test_indexes_and_analyze(a1_data, tmp_path):
     assert index_names(db) == ["idx_trend_metric_step", "idx_trend_metric_target", "idx_ttm_target"]
     assert query(db, "SELECT count(*) > 0 FROM sqlite_stat1") == [(1,)]
     assert query(db, "PRAGMA journal_mode") == [("delete",)]
+
+
+def stat1(db: Path) -> list[tuple]:
+    return query(db, "SELECT tbl, idx, stat FROM sqlite_stat1 ORDER BY tbl, idx")
+
+
+def stat1_by_analyze(db: Path, copy: Path) -> list[tuple]:
+    shutil.copy(db, copy)
+    conn = sqlite3.connect(copy)
+    conn.execute("DELETE FROM sqlite_stat1")
+    conn.execute("ANALYZE")
+    conn.commit()
+    conn.close()
+    return stat1(copy)
+
+
+def write_stat1_cases(data: Path, case: str) -> bool:
+    """DATA for one case; returns whether it is converted in micro-step mode."""
+    if case == "three steps, two ranks, micro steps":
+        for step, rank in [(0, 0), (0, 1), (1, 0), (1, 1), (4, 1)]:
+            write_file_set(data / f"step{step}" / f"rank{rank}", A1_DATA, A1_CONSTRUCT)
+        return True
+    if case == "steps shared by ranks":
+        for step, rank in [(0, 0), (0, 1), (2, 0), (2, 1)]:
+            write_file_set(data / f"step{step}" / f"rank{rank}", A1_DATA)
+        return False
+    if case == "duplicate rows":
+        write_file_set(data / "step0" / "rank0", A2_DATA, A2_CONSTRUCT)
+        return True
+    # 20 rows over 19 (rank, step, target) triples: ANALYZE rounds the average of 2 down to 1 there
+    forward = {"output": [V(float(position)) for position in range(19)]}
+    write_file_set(data / "step0" / "rank0", {"F.f.0.forward": forward, "F.f.0.backward": {"output": [V(1.0)]}})
+    return False
+
+
+@pytest.mark.parametrize(
+    "case", ["three steps, two ranks, micro steps", "steps shared by ranks", "duplicate rows", "nearly unique"]
+)
+def test_trend_data_statistics_are_what_analyze_writes(tmp_path, case):
+    micro_step = write_stat1_cases(tmp_path / "data", case)
+    db = convert(tmp_path / "data", tmp_path, micro_step=micro_step).db
+    assert (case, stat1(db)) == (case, stat1_by_analyze(db, tmp_path / "analyzed.db"))
+
+
+def test_trend_data_statistics_of_the_nearly_unique_case(tmp_path):
+    write_stat1_cases(tmp_path / "data", "nearly unique")
+    db = convert(tmp_path / "data", tmp_path, micro_step=False).db
+    assert [row for row in stat1(db) if row[0] == "trend_data"] == [
+        ("trend_data", "idx_trend_metric_step", "20 10 10"),
+        ("trend_data", "idx_trend_metric_target", "20 10 1"),
+        ("trend_data", "trend_data", "20 20 20 1 1"),
+    ]
 
 
 def test_no_index(a1_data, tmp_path):

@@ -68,6 +68,11 @@ class _Ids:
         self._used = pa.array([], pa.int64())
 
     @property
+    def metric_targets(self) -> int:
+        """How many distinct (metric, target) pairs the rows hold."""
+        return len(self._used)
+
+    @property
     def by_metric(self) -> dict[int, dict[int, None]]:
         """metric id -> target ids (as dict keys), both in order of first use."""
         by_metric: dict[int, dict[int, None]] = {}
@@ -128,6 +133,57 @@ class _Ids:
             self._used = pa.concat_arrays([self._used, new])
 
 
+class _KeyPrefixes:
+    """How many distinct values each prefix of trend_data's keys takes, counted as shards go in, so that its
+    sqlite_stat1 rows are written without ANALYZE scanning two million rows (a second of the serial tail).
+
+    Shards never share a (rank, step): a shard holds one rank, and its global steps are its own (micro-step
+    offsets grow step by step). So the primary key's prefixes are counted per shard and summed; only
+    (metric, step) and (metric, target) need sets across shards.
+    """
+
+    def __init__(self) -> None:
+        self.ranks: set[int] = set()
+        self.rank_steps = 0
+        self.rank_step_targets = 0
+        self.metric_steps: set[tuple[int, int]] = set()
+
+    def add(self, rank: int, rows: pa.Table) -> None:
+        """ROWS: one shard's trend rows, sorted by step, then target."""
+        steps, targets = rows["step"].combine_chunks(), rows["target_id"].combine_chunks()
+        new_step = pc.not_equal(steps[1:], steps[:-1])
+        self.ranks.add(rank)
+        self.rank_steps += 1 + _count_true(new_step)
+        self.rank_step_targets += 1 + _count_true(pc.or_(new_step, pc.not_equal(targets[1:], targets[:-1])))
+        pairs = rows.group_by(["metric_id", "step"]).aggregate([])
+        self.metric_steps.update(zip(pairs["metric_id"].to_pylist(), pairs["step"].to_pylist()))
+
+    def stat1_rows(self, rows: int, metric_targets: int) -> list[tuple[str, str, str]]:
+        """What ANALYZE writes to sqlite_stat1 for trend_data's primary key and its two read indexes."""
+        metrics = len({metric for metric, _ in self.metric_steps})
+        primary = [len(self.ranks), self.rank_steps, self.rank_step_targets, rows]
+        return [
+            ("trend_data", "trend_data", _stat1(rows, primary)),
+            ("trend_data", "idx_trend_metric_step", _stat1(rows, [metrics, len(self.metric_steps)])),
+            ("trend_data", "idx_trend_metric_target", _stat1(rows, [metrics, metric_targets])),
+        ]
+
+
+def _count_true(mask: pa.Array) -> int:
+    return pc.sum(mask).as_py() or 0
+
+
+def _stat1(rows: int, distinct: list[int]) -> str:
+    """sqlite_stat1's text: the row count, then the average rows per distinct value of each key prefix, as
+    ANALYZE rounds it (up, and to 1 when the prefix is within 10% of unique)."""
+    return " ".join(map(str, [rows, *(_average_rows(rows, count) for count in distinct)]))
+
+
+def _average_rows(rows: int, distinct: int) -> int:
+    average = (rows + distinct - 1) // distinct
+    return 1 if average == 2 and rows * 10 <= distinct * 11 else average
+
+
 class TrendDbBuilder:
     """Feed shards in (step, rank) order with `add`, then `finish` to get the database in place."""
 
@@ -137,6 +193,7 @@ class TrendDbBuilder:
         self.final = out_dir / schema.DB_NAME
         self.summary = LoadSummary()
         self._ids = _Ids()
+        self._prefixes = _KeyPrefixes()
         self._metric_ids = schema.metric_ids()
         self._first: dict | None = None
         self._step: int | None = None
@@ -201,6 +258,7 @@ class TrendDbBuilder:
                 **{stat: clean_values(table[stat]) for stat in schema.STATS},
             }
         ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
+        self._prefixes.add(shard.rank, rows)
         inserted = insert_trend(self._conn, rows, schema.STATS)
         self.summary.rows += inserted
         self.summary.duplicates += rows.num_rows - inserted
@@ -220,7 +278,10 @@ class TrendDbBuilder:
         self._conn.execute(schema.CREATE_GLOBAL_STATS)
         self._conn.execute(schema.INSERT_GLOBAL_STATS, self._global_stats())
         self._write_tags()
-        return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
+        stat1 = self._prefixes.stat1_rows(self.summary.rows, self._ids.metric_targets) if self.summary.rows else None
+        return complete_build(
+            self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index, trend_stat1=stat1
+        )
 
     def _write_targets(self) -> None:
         targets = ((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())
@@ -313,13 +374,14 @@ def complete_build(
     started: float,
     *,
     index: bool,
+    trend_stat1: list[tuple[str, str, str]] | None = None,
 ) -> LoadSummary:
     """Commit, build the read indexes, then move the build into place; SECONDS gets `index` and `finish`
-    (the time since STARTED without the indexes)."""
+    (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
     conn.commit()
     indexed = time.perf_counter()
     if index:
-        build_indexes(conn)
+        build_indexes(conn, trend_stat1)
     conn.close()
     seconds["index"] = time.perf_counter() - indexed
     fault_point("load-before-rename")
@@ -370,11 +432,18 @@ def open_build(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def build_indexes(conn: sqlite3.Connection) -> None:
+def build_indexes(conn: sqlite3.Connection, trend_stat1: list[tuple[str, str, str]] | None = None) -> None:
+    """The read indexes, then ANALYZE; with TREND_STAT1 (trend_data's sqlite_stat1 rows, known from the load)
+    ANALYZE reads only the small tables."""
     for statement in schema.CREATE_INDEXES:
         conn.execute(statement)
     conn.commit()
-    conn.execute("ANALYZE")
+    if trend_stat1 is None:
+        conn.execute("ANALYZE")
+    else:
+        for table in schema.SMALL_TABLES:
+            conn.execute(f"ANALYZE {table}")
+        conn.executemany("INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)", trend_stat1)
     conn.commit()
 
 

@@ -94,6 +94,9 @@ CREATE_INDEXES = (
     "CREATE INDEX IF NOT EXISTS idx_ttm_target ON tag_target_mapping(target_id, tag_id)",
 )
 
+# Every table but trend_data, whose sqlite_stat1 rows the dump loader writes itself (ANALYZE would scan it).
+SMALL_TABLES = ("monitoring_targets", "monitoring_metrics", "monitoring_tags", "tag_target_mapping", "global_stats")
+
 # Safe while building: the file is private until it is renamed into place, and a failed build is removed.
 # Rows arrive in (rank, step) runs, so inserts touch few pages: an 8 MiB cache loads as fast as 32 MiB
 # (the file bytes do not depend on it) and keeps the loading process small while workers parse.
