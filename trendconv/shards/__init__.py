@@ -94,10 +94,22 @@ def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
     table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        pq.write_table(table, tmp, compression="snappy", row_group_size=max(table.num_rows, 1))
+        pq.write_table(
+            table,
+            tmp,
+            compression="snappy",
+            row_group_size=max(table.num_rows, 1),
+            use_dictionary=_dictionary_columns(table.schema),
+            write_statistics=False,  # nothing filters shards; statistics were a third of the write time
+        )
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns that are dictionaries in memory; trying a dictionary on number columns costs time for nothing."""
+    return [field.name for field in schema if pa.types.is_dictionary(field.type)]
 
 
 def read_meta(path: Path) -> dict:
