@@ -125,6 +125,15 @@ def test_shards_read_as_one_dataset_with_dictionary_strings(a1_data, tmp_path):
     assert sorted(set(zip(table["step"].to_pylist(), table["rank"].to_pylist()))) == [(0, 0), (1, 0)]
 
 
+def test_shard_columns_have_no_statistics_and_dictionaries_only_for_strings(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    metadata = pq.ParquetFile(tmp_path / "work" / "shards" / "step0_rank0.parquet").metadata
+    columns = [metadata.row_group(0).column(index) for index in range(metadata.num_columns)]
+    assert [column.statistics for column in columns] == [None] * len(shards.SCHEMA)
+    dictionary_encoded = [column.path_in_schema for column in columns if "RLE_DICTIONARY" in column.encodings]
+    assert dictionary_encoded == ["metric", "target_name", "key"]
+
+
 def many_file_sets(data: Path, steps: int = 3, ranks: int = 3) -> None:
     for step in range(steps):
         for rank in range(ranks):
