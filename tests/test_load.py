@@ -15,7 +15,7 @@ import pytest
 from conftest import A1_CONSTRUCT, A1_DATA, TAGS_BY_NAME, TREND_BY_NAME, V, query, write_file_set
 from test_parse_stage import A2_CONSTRUCT, A2_DATA, invoke
 
-from trendconv import api, shards
+from trendconv import api, load, shards
 from trendconv.errors import DataError
 
 STATS4 = ("norm,max,min,mean",) * 4
@@ -261,6 +261,14 @@ def test_db_mode_is_0640_whatever_the_umask(a1_data, tmp_path):
     finally:
         os.umask(old)
     assert oct(db.stat().st_mode & 0o777) == "0o640"
+
+
+def test_build_connection_settings(tmp_path):
+    """The index sorts spill to temporary files (temp_store 0), not to SQLite's slower in-memory ones."""
+    conn = load.open_build(tmp_path / "build.db")
+    settings = [conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("journal_mode", "temp_store", "cache_size")]
+    conn.close()
+    assert settings == ["off", 0, -8192]
 
 
 def index_names(db: Path) -> list[str]:
