@@ -271,6 +271,40 @@ def test_build_connection_settings(tmp_path):
     assert settings == ["off", 0, -8192]
 
 
+def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monkeypatch):
+    db = convert(a1_data, tmp_path).db
+    before = db.read_bytes()
+    # max_page_count makes SQLite report SQLITE_FULL as a full disk would.
+    monkeypatch.setattr(load.schema, "BUILD_PRAGMAS", (*load.schema.BUILD_PRAGMAS, "PRAGMA max_page_count = 3"))
+    result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {db}: cannot write the database: database or disk is full (the index build also writes SQLite "
+        "temporary files, to SQLITE_TMPDIR, TMPDIR or /tmp)\n",
+    )
+    assert (sorted(path.name for path in db.parent.iterdir()), db.read_bytes()) == (
+        ["dump_data.trend.db"],
+        before,
+    )
+
+
+def test_db_directory_that_is_a_file(a1_data, tmp_path):
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    out = tmp_path / "out"
+    out.write_text("not a directory")
+    result = invoke("load", tmp_path / "work", "--db", out)
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {out / 'dump_data.trend.db'}: cannot write the database: File exists: {out}\n",
+    )
+    result = invoke("run", a1_data, "--db", tmp_path / "out")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {tmp_path / 'out' / '.trendconv'}: cannot use it as the WORK directory: Not a directory: "
+        f"{tmp_path / 'out' / '.trendconv'}\n",
+    )
+
+
 def index_names(db: Path) -> list[str]:
     return [
         row[0]

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from trendconv import api
 from trendconv.cli import app
 from trendconv.errors import DataError
+from trendconv.load import schema
 from trendconv.monitor import rules
 from trendconv.scan.monitor import scan_monitor
 
@@ -618,3 +619,15 @@ def test_run_summary_names_the_files_left_out(example, tmp_path):
     bad = invoke("inspect", tmp_path / "out" / ".trendconv", "--format", "csv")
     assert bad.exit_code == 2
     assert "Invalid value for '--format': 'csv' is not one of 'dump', 'monitor'" in bad.stderr
+
+
+def test_full_disk_is_a_clear_error(example, tmp_path, monkeypatch):
+    monkeypatch.setattr(schema, "BUILD_PRAGMAS", (*schema.BUILD_PRAGMAS, "PRAGMA max_page_count = 3"))
+    result = invoke("run", example, "--db", tmp_path / "out", "--format", "monitor", "-j", "1")
+    db = tmp_path / "out" / "monitor_data.trend.db"
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {db}: cannot write the database: database or disk is full (the index build also writes SQLite "
+        "temporary files, to SQLITE_TMPDIR, TMPDIR or /tmp)\n",
+    )
+    assert sorted(path.name for path in db.parent.iterdir()) == [".trendconv"]

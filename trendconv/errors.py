@@ -26,6 +26,10 @@ class DataError(TrendconvError):
     """The input data (dumps, shards, an existing database) is missing, malformed or inconsistent."""
 
 
+class OutputError(TrendconvError):
+    """An output could not be written: no space left, no permission, a file where a directory must be."""
+
+
 class UsageError(TrendconvError):
     """The command line or an option's file is wrong."""
 
@@ -53,3 +57,9 @@ def kind_of(value) -> str:
 def plural(count: int, noun: str) -> str:
     """`1 file`, `2 files`: counts in messages."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def os_reason(exc: OSError) -> str:
+    """An OSError in words, with the file it names: `Not a directory: /data/out`."""
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {exc.filename}" if exc.filename else reason

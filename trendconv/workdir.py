@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from trendconv.errors import DataError, UsageError
+from trendconv.errors import DataError, OutputError, UsageError, os_reason
 
 LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
 
@@ -23,8 +23,11 @@ LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
 @contextmanager
 def locked(work: Path):
     """Exclusive use of WORK; a second process fails at once instead of mixing shards."""
-    work.mkdir(parents=True, exist_ok=True)
-    fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc)}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -7,6 +7,7 @@ renamed into place when complete, so a failed or killed load leaves the previous
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 
 from trendconv import shards
 from trendconv.dump.parse import options_text
-from trendconv.errors import DataError
+from trendconv.errors import DataError, OutputError, os_reason
 from trendconv.faults import fault_point
 from trendconv.load import schema
 from trendconv.tags import tags_of
@@ -184,9 +185,32 @@ def _average_rows(rows: int, distinct: int) -> int:
     return 1 if average == 2 and rows * 10 <= distinct * 11 else average
 
 
+def writes_db(method):
+    """A builder method whose SQLite or file-system failure (disk full, no permission) is an OutputError
+    naming the database, rather than a traceback. The caller's abort removes the unfinished build."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.Error, OSError) as exc:
+            raise OutputError(f"{self.final}: cannot write the database: {_write_failure(exc)}") from None
+
+    return wrapper
+
+
+def _write_failure(exc: sqlite3.Error | OSError) -> str:
+    if isinstance(exc, OSError):
+        return os_reason(exc)
+    if getattr(exc, "sqlite_errorname", None) == "SQLITE_FULL":
+        return f"{exc} (the index build also writes SQLite temporary files, to SQLITE_TMPDIR, TMPDIR or /tmp)"
+    return str(exc)
+
+
 class TrendDbBuilder:
     """Feed shards in (step, rank) order with `add`, then `finish` to get the database in place."""
 
+    @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
         self.out_dir = out_dir
         self.index = index
@@ -204,6 +228,7 @@ class TrendDbBuilder:
         self.tmp = prepare_build(out_dir, schema.DB_NAME)
         self._conn = _create(self.tmp)
 
+    @writes_db
     def add(self, shard: shards.Shard) -> None:
         self._check_consistent(shard)
         self._advance_step(shard.step)
@@ -268,6 +293,7 @@ class TrendDbBuilder:
             return pc.add(table["local_micro_step"].cast(pa.int64()), self._offset)
         return table["step"]
 
+    @writes_db
     def finish(self) -> LoadSummary:
         """Write targets, global_stats and tags, build indexes, then move the file into place."""
         if self._first is None:
@@ -343,9 +369,13 @@ def clean_values(column: pa.ChunkedArray) -> pa.Array:
 
 def _create(path: Path) -> sqlite3.Connection:
     conn = open_build(path)
-    for statement in schema.CREATE_TABLES:
-        conn.execute(statement)
-    conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in schema.METRICS))
+    try:
+        for statement in schema.CREATE_TABLES:
+            conn.execute(statement)
+        conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in schema.METRICS))
+    except BaseException:
+        abandon(conn, path)
+        raise
     return conn
 
 
@@ -423,12 +453,21 @@ def prepare_build(out_dir: Path, db_name: str) -> Path:
 
 
 def open_build(path: Path) -> sqlite3.Connection:
+    """A new database at PATH, set up for building; if that fails, PATH is removed again."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DB_MODE)
-    os.fchmod(fd, DB_MODE)  # whatever the umask: the plugin refuses group/other-writable files
-    os.close(fd)
-    conn = sqlite3.connect(path, isolation_level="DEFERRED")
-    for pragma in schema.BUILD_PRAGMAS:
-        conn.execute(pragma)
+    try:
+        os.fchmod(fd, DB_MODE)  # whatever the umask: the plugin refuses group/other-writable files
+        os.close(fd)
+        conn = sqlite3.connect(path, isolation_level="DEFERRED")
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    try:
+        for pragma in schema.BUILD_PRAGMAS:
+            conn.execute(pragma)
+    except BaseException:
+        abandon(conn, path)
+        raise
     return conn
 
 

@@ -29,6 +29,7 @@ from trendconv.load import (
     prepare_build,
     schema,
     write_tags,
+    writes_db,
 )
 from trendconv.tags import monitor_tags_of
 
@@ -121,6 +122,7 @@ def _plan_steps(plan: MonitorPlan, metas: list[dict]) -> None:
 class MonitorDbBuilder:
     """`plan` with every shard's footer, `add` the shards in processing order, then `finish`."""
 
+    @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
         self.index = index
         self.final = out_dir / schema.MONITOR_DB_NAME
@@ -134,6 +136,7 @@ class MonitorDbBuilder:
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
 
+    @writes_db
     def plan(self, metas: list[dict]) -> MonitorPlan:
         plan = self._plan = plan_monitor(metas)
         self.summary.warnings.extend(plan.warnings)
@@ -165,6 +168,7 @@ class MonitorDbBuilder:
             return None
         return shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]), use_threads=False)
 
+    @writes_db
     def add(self, shard: shards.Shard) -> None:
         self.summary.shards += 1
         table = self._read(shard)
@@ -233,6 +237,7 @@ class MonitorDbBuilder:
             target_id = self._targets[key] = len(self._targets) + 1
         return target_id
 
+    @writes_db
     def finish(self) -> LoadSummary:
         if self._plan is None:
             raise DataError("no monitor shards to load")
