@@ -19,8 +19,12 @@ STAT_VALUES = st.one_of(
     st.none(),
     st.just([1, 2]),
 )
-DTYPES = st.sampled_from(["torch.float32", "torch.bfloat16", "torch.float16", "Float32", "BFloat16", "torch.int64"])
-TYPES = st.sampled_from(["torch.Tensor", "torch.Tensor", "mindspore.Tensor", "torch.distributed.tensor.DTensor"])
+DTYPES = st.sampled_from(
+    ["torch.float32", "torch.bfloat16", "torch.float16", "Float32", "BFloat16", "torch.int64", ["torch.float32"]]
+)
+TYPES = st.sampled_from(
+    ["torch.Tensor", "torch.Tensor", "mindspore.Tensor", "torch.distributed.tensor.DTensor", {"t": 1}]
+)
 
 
 @st.composite

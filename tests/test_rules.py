@@ -210,6 +210,10 @@ def test_eligible_type_dtype_pairs(type_, dtype):
         (T(type_="torch.distributed.tensor.DTensor"), rules.SKIP_TYPE),
         (T(type_="torch.tensor"), rules.SKIP_NON_TENSOR),  # no "Tensor" in the name: not a tensor class
         ({"type": "int", "value": 2}, rules.SKIP_NON_TENSOR),
+        ({"type": ["torch.Tensor"], "dtype": "torch.float32"}, rules.SKIP_NON_TENSOR),  # unhashable, compared
+        ({"type": {"torch.Tensor": 1}, "dtype": "torch.float32"}, rules.SKIP_NON_TENSOR),
+        ({"type": "torch.Tensor", "dtype": ["torch.float32"]}, rules.SKIP_DTYPE),
+        ({"type": "torch.Tensor", "dtype": {"torch.float32": 1}}, rules.SKIP_DTYPE),
         ({"type": "bool", "value": False}, rules.SKIP_NON_TENSOR),
         ({"dtype": "torch.float32", "Max": 1}, rules.SKIP_NON_TENSOR),
         (None, rules.SKIP_NULL),

@@ -9,8 +9,11 @@ from trendconv.dump.decode import UNSET, Tensor
 from trendconv.errors import kind_of
 
 FORWARD, BACKWARD, RECOMPUTE, PARAMETERS_GRAD = "forward", "backward", "recompute", "parameters_grad"
-TENSOR_TYPES = frozenset({"torch.Tensor", "mindspore.Tensor", "mindtorch.Tensor"})
-FLOAT_DTYPES = frozenset({"Float16", "Float32", "BFloat16", "torch.float16", "torch.float32", "torch.bfloat16"})
+# Tuples, not sets: membership compares by equality and never hashes, so a `type` or `dtype` that is a
+# list or an object is simply not one of them (the tensor is skipped, as msprobe skips it) instead of an
+# "unhashable type" error. The most common values come first.
+TENSOR_TYPES = ("torch.Tensor", "mindspore.Tensor", "mindtorch.Tensor")
+FLOAT_DTYPES = ("torch.float32", "torch.bfloat16", "torch.float16", "BFloat16", "Float32", "Float16")
 STAT_KEYS = ("Norm", "Max", "Min", "Mean")
 _FLOAT_MAX = 1.7976931348623157e308
 
