@@ -59,7 +59,8 @@ def write_report(directory: Path, command: str, machine: dict, results: list[dic
     lines = [
         "# Benchmark results",
         "",
-        f"Produced by `{command}`. Medians of the runs; times are wall seconds of whole processes.",
+        f"Produced by `{command}`. Medians of the rounds; each round runs every measurement once, so that slow "
+        "spells of this shared machine fall on all of them alike. Times are wall seconds of whole processes.",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
         f"Python {machine['python']}.",
         "Peak RSS is that of the whole process tree (main process and workers), sampled every 100 ms.",

@@ -2,8 +2,9 @@
 
     python -m benchmarks.run [--quick] [--large] [--workers 1,2,4,8] [--repeat 3] [--msprobe PATH]
 
-Writes benchmarks/RESULTS.md and benchmarks/results.png. Every number is a median of --repeat runs,
-measured on this machine in this run; speed-ups are ratios of times from the same run.
+Writes benchmarks/RESULTS.md and benchmarks/results.png. Every number is a median of --repeat rounds (each
+round runs every measurement once), measured on this machine in this run; speed-ups are ratios of times from
+the same run.
 """
 
 from __future__ import annotations
@@ -229,16 +230,15 @@ def main() -> None:
 
 
 def bench(scenario: Scenario, workers: list[int], args) -> dict:
+    """Every measurement once per round, REPEAT rounds: this machine's speed drifts by tens of percent over
+    minutes, so each ratio compares runs spread over the same stretch of time rather than one block per tool."""
     data = data_for(scenario)
     scratch = data.parent / "scratch"
     scratch.mkdir(exist_ok=True)
     files = input_files(data)
-    ours = {count: run_trendconv(data, count, args.repeat, scratch) for count in workers}
-    parse_only = {count: run_trendconv(data, count, args.repeat, scratch, "parse") for count in workers}
-    ours_again = run_trendconv(data, workers[0], 1, scratch)  # the parse-only runs replaced its shards
-    load_only = run_trendconv(data, workers[0], args.repeat, scratch, "load")
-    reference = run_msprobe(args.msprobe, data, args.repeat, scratch)
-    db = scratch / f"tc_w{workers[0]}" / schema.DB_NAME
+    rounds = [_round(data, workers, args.msprobe, scratch) for _ in range(args.repeat)]
+    ours = {count: _merged(one["ours"][count] for one in rounds) for count in workers}
+    load_only = _merged(one["load_only"] for one in rounds)
     print(f"done: {scenario.name}", file=sys.stderr)
     return {
         "scenario": scenario,
@@ -246,13 +246,36 @@ def bench(scenario: Scenario, workers: list[int], args) -> dict:
         "bytes": sum(path.stat().st_size for path in files),
         "largest_file": max(path.stat().st_size for path in files),
         "ours": ours,
-        "parse_only": parse_only,
+        "parse_only": {count: _merged(one["parse_only"][count] for one in rounds) for count in workers},
         "load_only": load_only,
-        "msprobe": reference,
-        "json_floor": json_floor(data, args.repeat),
-        "sqlite_floor": sqlite_floor(db, args.repeat, scratch),
-        "identical": len(set().union(*(m.db_sha256 for m in [*ours.values(), ours_again, load_only]))) == 1,
+        "msprobe": _merged(one["msprobe"] for one in rounds),
+        "json_floor": statistics.median(one["json_floor"] for one in rounds),
+        "sqlite_floor": statistics.median(one["sqlite_floor"] for one in rounds),
+        "identical": len(set().union(*(m.db_sha256 for m in [*ours.values(), load_only]))) == 1,
     }
+
+
+def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
+    """One run of everything. Parse-only runs go first, as each replaces the WORK of the `run` with as many
+    workers; the load-only run then reads the shards of the first `run`, and the SQLite floor its rows."""
+    measured = {"parse_only": {count: run_trendconv(data, count, 1, scratch, "parse") for count in workers}}
+    measured["ours"] = {count: run_trendconv(data, count, 1, scratch) for count in workers}
+    measured["load_only"] = run_trendconv(data, workers[0], 1, scratch, "load")
+    measured["msprobe"] = run_msprobe(msprobe, data, 1, scratch)
+    measured["json_floor"] = json_floor(data, 1)
+    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.DB_NAME, 1, scratch)
+    return measured
+
+
+def _merged(runs) -> Measured:
+    merged = Measured()
+    for run in runs:
+        merged.seconds += run.seconds
+        merged.stages += run.stages
+        merged.rss_kib += run.rss_kib
+        merged.db_sha256 |= run.db_sha256
+        merged.counts = run.counts
+    return merged
 
 
 if __name__ == "__main__":
