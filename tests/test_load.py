@@ -295,7 +295,7 @@ def test_db_directory_that_is_a_file(a1_data, tmp_path):
     result = invoke("load", tmp_path / "work", "--db", out)
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {out / 'dump_data.trend.db'}: cannot write the database: File exists: {out}\n",
+        f"error: {out / 'dump_data.trend.db'}: cannot write the database: Not a directory: {out}\n",
     )
     result = invoke("run", a1_data, "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (

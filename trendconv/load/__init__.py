@@ -7,6 +7,7 @@ renamed into place when complete, so a failed or killed load leaves the previous
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sqlite3
@@ -447,6 +448,8 @@ def insert_trend(conn: sqlite3.Connection, rows: pa.Table, stats) -> int:
 
 def prepare_build(out_dir: Path, db_name: str) -> Path:
     """The private temporary path a database is built at, after removing those of killed loads."""
+    if out_dir.is_file():  # mkdir would say "File exists", which reads as if the directory were fine
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out_dir))
     out_dir.mkdir(parents=True, exist_ok=True)
     _remove_dead_temporaries(out_dir, db_name)
     return out_dir / f".{db_name}.{os.getpid()}.tmp"
