@@ -303,6 +303,11 @@ def test_db_directory_that_is_a_file(a1_data, tmp_path):
         f"error: {tmp_path / 'out' / '.trendconv'}: cannot use it as the WORK directory: Not a directory: "
         f"{tmp_path / 'out' / '.trendconv'}\n",
     )
+    result = invoke("parse", a1_data, "--work", out)
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {out}: cannot use it as the WORK directory: Not a directory: {out}\n",
+    )
 
 
 def index_names(db: Path) -> list[str]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import enum
+import errno
+import os
+from pathlib import Path
 
 
 class ExitStatus(enum.IntEnum):
@@ -63,3 +66,11 @@ def os_reason(exc: OSError) -> str:
     """An OSError in words, with the file it names: `Not a directory: /data/out`."""
     reason = exc.strerror or str(exc)
     return f"{reason}: {exc.filename}" if exc.filename else reason
+
+
+def make_directory(path: Path) -> None:
+    """`mkdir -p PATH`, except that a file at PATH is ENOTDIR: mkdir's own EEXIST ("File exists") reads in
+    `os_reason`'s words as if the directory were there and fine."""
+    if path.is_file():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    path.mkdir(parents=True, exist_ok=True)

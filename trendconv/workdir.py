@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from trendconv.errors import DataError, OutputError, UsageError, os_reason
+from trendconv.errors import DataError, OutputError, UsageError, make_directory, os_reason
 
 LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
 
@@ -24,7 +24,7 @@ LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
 def locked(work: Path):
     """Exclusive use of WORK; a second process fails at once instead of mixing shards."""
     try:
-        work.mkdir(parents=True, exist_ok=True)
+        make_directory(work)
         fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc)}") from None

@@ -7,7 +7,6 @@ renamed into place when complete, so a failed or killed load leaves the previous
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import sqlite3
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 
 from trendconv import shards
 from trendconv.dump.parse import options_text
-from trendconv.errors import DataError, OutputError, os_reason
+from trendconv.errors import DataError, OutputError, make_directory, os_reason
 from trendconv.faults import fault_point
 from trendconv.load import schema
 from trendconv.tags import tags_of
@@ -448,9 +447,7 @@ def insert_trend(conn: sqlite3.Connection, rows: pa.Table, stats) -> int:
 
 def prepare_build(out_dir: Path, db_name: str) -> Path:
     """The private temporary path a database is built at, after removing those of killed loads."""
-    if out_dir.is_file():  # mkdir would say "File exists", which reads as if the directory were fine
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out_dir))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_directory(out_dir)
     _remove_dead_temporaries(out_dir, db_name)
     return out_dir / f".{db_name}.{os.getpid()}.tmp"
 
