@@ -117,6 +117,28 @@ def test_shard_keeps_raw_values_and_metadata(a1_data, tmp_path):
     }
 
 
+# Tensors whose type or dtype is a list or an object: msprobe 26.2.0 skips them (test_reference checks it).
+UNHASHABLE_DATA = {
+    "Module.m.M.forward.0": {
+        "input_args": [V(1, type_=["torch.Tensor"]), V(2, dtype={"torch.float32": 1}), V(3)],
+        "output": [V(4, dtype=["torch.float32"])],
+        "parameters": {"w": V(5, type_={"t": 1})},
+    },
+    "Module.m.M.parameters_grad.0": {"w": [V(6, dtype=["Float32"])], "b": [V(7)]},
+}
+
+
+def test_list_or_object_type_and_dtype_are_skipped(tmp_path):
+    write_file_set(tmp_path / "data" / "step0" / "rank0", UNHASHABLE_DATA)
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
+    path = tmp_path / "work" / "shards" / "step0_rank0.parquet"
+    assert [(r["target_name"], r["norm"]) for r in shard_rows(path)] == [
+        ("Module.m.M.input.2", 3.0),
+        ("Module.m.M.b", 7.0),
+    ]
+    assert shards.read_meta(path)["skipped"] == {"non-tensor": 2, "unsupported dtype": 3}
+
+
 def test_shards_read_as_one_dataset_with_dictionary_strings(a1_data, tmp_path):
     api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
     table = ds.dataset(tmp_path / "work" / "shards", format="parquet").to_table()

@@ -16,7 +16,7 @@ from conftest import A1_CONSTRUCT, A1_DATA, write_file_set
 from hypothesis import HealthCheck, given, settings
 from random_dumps import dump_trees, write_tree
 from reference import run_msprobe
-from test_parse_stage import A2_CONSTRUCT, A2_DATA
+from test_parse_stage import A2_CONSTRUCT, A2_DATA, UNHASHABLE_DATA
 
 from benchmarks.gen_dump import generate
 from trendconv import api
@@ -54,6 +54,11 @@ def test_mapping_collisions_and_megatron_construct(tmp_path, micro_step):
     mapping = tmp_path / "mapping.json"
     mapping.write_text(json.dumps({".TENet": ".Net", "linear": "lin"}))
     assert_same_as_reference(data, tmp_path, micro_step=micro_step, mapping=mapping)
+
+
+def test_list_or_object_type_and_dtype(tmp_path):
+    write_file_set(tmp_path / "data" / "step0" / "rank0", UNHASHABLE_DATA)
+    assert_same_as_reference(tmp_path / "data", tmp_path, micro_step=False)
 
 
 @settings(
