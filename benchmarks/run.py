@@ -133,67 +133,60 @@ def input_files(data: Path) -> list[Path]:
     return sorted(data.glob("step*/*/dump.json")) + sorted(data.glob("step*/*/construct.json"))
 
 
-def run_trendconv(data: Path, workers: int, repeat: int, scratch: Path, mode: str = "run") -> Measured:
-    """`mode` run (both stages), parse (a fresh WORK each time) or load (from the shards of a run)."""
+def run_trendconv(data: Path, workers: int, scratch: Path, mode: str = "run") -> Measured:
+    """One `mode` run: run (both stages), parse (a fresh WORK) or load (from the shards of a run)."""
     result = Measured()
-    for _ in range(repeat):
-        out = scratch / f"tc_w{workers}" if mode != "load" else scratch / "tc_load"
-        if mode != "load":
-            shutil.rmtree(out, ignore_errors=True)
-        source = scratch / f"tc_w{workers}" / ".trendconv" if mode == "load" else data
-        command = [sys.executable, "-m", "benchmarks.drive", mode, str(source), str(out), str(workers)]
-        elapsed, rss, stdout = measure(command)
-        report = json.loads(stdout)
-        result.seconds.append(elapsed)
-        result.stages.append(report["seconds"])
-        result.rss_kib.append(rss)
-        result.counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
-        if mode != "parse":
-            result.db_sha256.add(hashlib.sha256((out / schema.DB_NAME).read_bytes()).hexdigest())
-    return result
-
-
-def run_msprobe(msprobe: str, data: Path, repeat: int, scratch: Path) -> Measured:
-    result = Measured()
-    for _ in range(repeat):
-        out = scratch / "msprobe"
+    out = scratch / f"tc_w{workers}" if mode != "load" else scratch / "tc_load"
+    if mode != "load":
         shutil.rmtree(out, ignore_errors=True)
-        command = [msprobe, "data2db", "--format", "dump", "--data", str(data), "--db", str(out)]
-        elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
-        result.seconds.append(elapsed)
-        result.rss_kib.append(rss)
+    source = scratch / f"tc_w{workers}" / ".trendconv" if mode == "load" else data
+    command = [sys.executable, "-m", "benchmarks.drive", mode, str(source), str(out), str(workers)]
+    elapsed, rss, stdout = measure(command)
+    report = json.loads(stdout)
+    result.seconds.append(elapsed)
+    result.stages.append(report["seconds"])
+    result.rss_kib.append(rss)
+    result.counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
+    if mode != "parse":
+        result.db_sha256.add(hashlib.sha256((out / schema.DB_NAME).read_bytes()).hexdigest())
     return result
 
 
-def json_floor(data: Path, repeat: int) -> float:
+def run_msprobe(msprobe: str, data: Path, scratch: Path) -> Measured:
+    result = Measured()
+    out = scratch / "msprobe"
+    shutil.rmtree(out, ignore_errors=True)
+    command = [msprobe, "data2db", "--format", "dump", "--data", str(data), "--db", str(out)]
+    elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
+    result.seconds.append(elapsed)
+    result.rss_kib.append(rss)
+    return result
+
+
+def json_floor(data: Path) -> float:
     """orjson alone on the same bytes, one core (tokens quoted beforehand, as orjson needs)."""
     blobs = [_quote_bare_tokens(path.read_bytes()) for path in input_files(data)]
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for blob in blobs:
-            orjson.loads(blob)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    started = time.perf_counter()
+    for blob in blobs:
+        orjson.loads(blob)
+    return time.perf_counter() - started
 
 
-def sqlite_floor(db: Path, repeat: int, scratch: Path) -> float:
+def sqlite_floor(db: Path, scratch: Path) -> float:
     """A bare executemany of the same trend rows into the same trend_data table, one transaction."""
     source = sqlite3.connect(db)
     rows = source.execute("SELECT * FROM trend_data").fetchall()
     source.close()
-    times = []
-    for _ in range(repeat):
-        target = scratch / "floor.db"
-        target.unlink(missing_ok=True)
-        conn = sqlite3.connect(target)
-        conn.execute(schema.CREATE_TABLES[-1])
-        started = time.perf_counter()
-        conn.executemany(schema.INSERT_TREND, rows)
-        conn.commit()
-        times.append(time.perf_counter() - started)
-        conn.close()
-    return statistics.median(times)
+    target = scratch / "floor.db"
+    target.unlink(missing_ok=True)
+    conn = sqlite3.connect(target)
+    conn.execute(schema.CREATE_TABLES[-1])
+    started = time.perf_counter()
+    conn.executemany(schema.INSERT_TREND, rows)
+    conn.commit()
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed
 
 
 def machine() -> dict:
@@ -258,12 +251,12 @@ def bench(scenario: Scenario, workers: list[int], args) -> dict:
 def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
     """One run of everything. Parse-only runs go first, as each replaces the WORK of the `run` with as many
     workers; the load-only run then reads the shards of the first `run`, and the SQLite floor its rows."""
-    measured = {"parse_only": {count: run_trendconv(data, count, 1, scratch, "parse") for count in workers}}
-    measured["ours"] = {count: run_trendconv(data, count, 1, scratch) for count in workers}
-    measured["load_only"] = run_trendconv(data, workers[0], 1, scratch, "load")
-    measured["msprobe"] = run_msprobe(msprobe, data, 1, scratch)
-    measured["json_floor"] = json_floor(data, 1)
-    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.DB_NAME, 1, scratch)
+    measured = {"parse_only": {count: run_trendconv(data, count, scratch, "parse") for count in workers}}
+    measured["ours"] = {count: run_trendconv(data, count, scratch) for count in workers}
+    measured["load_only"] = run_trendconv(data, workers[0], scratch, "load")
+    measured["msprobe"] = run_msprobe(msprobe, data, scratch)
+    measured["json_floor"] = json_floor(data)
+    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.DB_NAME, scratch)
     return measured
 
 
