@@ -10,9 +10,7 @@ measured on this machine in this run, and msprobe runs with the same --process_n
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
-import json
 import os
 import shutil
 import sqlite3
@@ -25,7 +23,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 
 from benchmarks.gen_monitor import generate
-from benchmarks.run import HERE, Measured, machine, measure
+from benchmarks.run import HERE, Measured, drive, machine, measure, merged
 from trendconv.load import schema
 
 
@@ -57,19 +55,12 @@ def csv_files(data: Path) -> list[Path]:
 
 
 def run_trendconv(data: Path, workers: int, repeat: int, scratch: Path) -> Measured:
-    result = Measured()
+    out = scratch / f"tc_w{workers}"
+    runs = []
     for _ in range(repeat):
-        out = scratch / f"tc_w{workers}"
         shutil.rmtree(out, ignore_errors=True)
-        command = [sys.executable, "-m", "benchmarks.drive", "monitor", str(data), str(out), str(workers)]
-        elapsed, rss, stdout = measure(command)
-        report = json.loads(stdout)
-        result.seconds.append(elapsed)
-        result.stages.append(report["seconds"])
-        result.rss_kib.append(rss)
-        result.counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
-        result.db_sha256.add(hashlib.sha256((out / schema.MONITOR_DB_NAME).read_bytes()).hexdigest())
-    return result
+        runs.append(drive("monitor", data, out, workers, schema.MONITOR_DB_NAME))
+    return merged(runs)
 
 
 def run_msprobe(msprobe: str, data: Path, workers: int, repeat: int, scratch: Path) -> Measured:

@@ -135,20 +135,23 @@ def input_files(data: Path) -> list[Path]:
 
 def run_trendconv(data: Path, workers: int, scratch: Path, mode: str = "run") -> Measured:
     """One `mode` run: run (both stages), parse (a fresh WORK) or load (from the shards of a run)."""
-    result = Measured()
     out = scratch / f"tc_w{workers}" if mode != "load" else scratch / "tc_load"
     if mode != "load":
         shutil.rmtree(out, ignore_errors=True)
     source = scratch / f"tc_w{workers}" / ".trendconv" if mode == "load" else data
-    command = [sys.executable, "-m", "benchmarks.drive", mode, str(source), str(out), str(workers)]
-    elapsed, rss, stdout = measure(command)
+    return drive(mode, source, out, workers, None if mode == "parse" else schema.DB_NAME)
+
+
+def drive(mode: str, source: Path, out: Path, workers: int, db_name: str | None) -> Measured:
+    """One `benchmarks.drive` process, measured; with DB_NAME, the digest of the database it wrote to OUT."""
+    elapsed, rss, stdout = measure(
+        [sys.executable, "-m", "benchmarks.drive", mode, str(source), str(out), str(workers)]
+    )
     report = json.loads(stdout)
-    result.seconds.append(elapsed)
-    result.stages.append(report["seconds"])
-    result.rss_kib.append(rss)
-    result.counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
-    if mode != "parse":
-        result.db_sha256.add(hashlib.sha256((out / schema.DB_NAME).read_bytes()).hexdigest())
+    counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
+    result = Measured(seconds=[elapsed], stages=[report["seconds"]], rss_kib=[rss], counts=counts)
+    if db_name:
+        result.db_sha256.add(hashlib.sha256((out / db_name).read_bytes()).hexdigest())
     return result
 
 
@@ -230,8 +233,8 @@ def bench(scenario: Scenario, workers: list[int], args) -> dict:
     scratch.mkdir(exist_ok=True)
     files = input_files(data)
     rounds = [_round(data, workers, args.msprobe, scratch) for _ in range(args.repeat)]
-    ours = {count: _merged(one["ours"][count] for one in rounds) for count in workers}
-    load_only = _merged(one["load_only"] for one in rounds)
+    ours = {count: merged(one["ours"][count] for one in rounds) for count in workers}
+    load_only = merged(one["load_only"] for one in rounds)
     print(f"done: {scenario.name}", file=sys.stderr)
     return {
         "scenario": scenario,
@@ -239,9 +242,9 @@ def bench(scenario: Scenario, workers: list[int], args) -> dict:
         "bytes": sum(path.stat().st_size for path in files),
         "largest_file": max(path.stat().st_size for path in files),
         "ours": ours,
-        "parse_only": {count: _merged(one["parse_only"][count] for one in rounds) for count in workers},
+        "parse_only": {count: merged(one["parse_only"][count] for one in rounds) for count in workers},
         "load_only": load_only,
-        "msprobe": _merged(one["msprobe"] for one in rounds),
+        "msprobe": merged(one["msprobe"] for one in rounds),
         "json_floor": statistics.median(one["json_floor"] for one in rounds),
         "sqlite_floor": statistics.median(one["sqlite_floor"] for one in rounds),
         "identical": len(set().union(*(m.db_sha256 for m in [*ours.values(), load_only]))) == 1,
@@ -260,7 +263,8 @@ def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
     return measured
 
 
-def _merged(runs) -> Measured:
+def merged(runs) -> Measured:
+    """RUNS' measurements as one."""
     merged = Measured()
     for run in runs:
         merged.seconds += run.seconds
