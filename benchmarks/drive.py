@@ -4,6 +4,8 @@ python -m benchmarks.drive run DATA OUT WORKERS     parse + load, overlapped
 python -m benchmarks.drive parse DATA OUT WORKERS   the parse stage alone, into OUT/.trendconv
 python -m benchmarks.drive load WORK OUT 1          the load stage alone
 python -m benchmarks.drive monitor DATA OUT WORKERS monitor CSV data, parse then load
+
+Like the command line, it starts the worker pool's forkserver before importing the library.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from trendconv import api
+from trendconv.executors import prestart
 
 
-def run(source: Path, out: Path, workers: int, executor=None, input_format: str = api.DUMP) -> dict:
+def run(source: Path, out: Path, workers: int, executor=None, input_format: str = "dump") -> dict:
+    from trendconv import api
+
     summary = api.run(source, out, api.ParseOptions(), workers=workers, executor=executor, input_format=input_format)
     return {
         "seconds": summary.seconds,
@@ -30,27 +34,35 @@ def run(source: Path, out: Path, workers: int, executor=None, input_format: str 
 
 
 def parse(source: Path, out: Path, workers: int) -> dict:
+    from trendconv import api
+
     started = time.perf_counter()
     summary = api.parse(source, api.default_work(out), api.ParseOptions(), workers=workers)
     return {"seconds": {"total": time.perf_counter() - started, "scan": summary.scan_seconds}, "rows": summary.rows}
 
 
 def load(source: Path, out: Path, workers: int) -> dict:
+    from trendconv import api
+
     started = time.perf_counter()
     summary = api.load(source, out)
     return {"seconds": {"total": time.perf_counter() - started}, "rows": summary.rows}
 
 
 def dask(source: Path, out: Path, workers: int) -> dict:
+    from trendconv import api
+
     return run(source, out, workers, api.make_executor("dask", None, workers))
 
 
 def monitor(source: Path, out: Path, workers: int) -> dict:
-    return run(source, out, workers, input_format=api.MONITOR)
+    return run(source, out, workers, input_format="monitor")
 
 
 def main(mode: str, source: str, out: str, workers: str) -> None:
     modes = {"run": run, "parse": parse, "load": load, "dask": dask, "monitor": monitor}
+    if mode in ("run", "parse", "monitor"):
+        prestart(int(workers))
     report = modes[mode](Path(source), Path(out), int(workers))
     report["rss_main_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps(report))

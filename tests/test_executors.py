@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from trendconv.executors import InlineExecutor, ProcessExecutor, default_workers, local_executor
 
@@ -59,3 +61,31 @@ def test_default_workers_is_the_cpu_count_capped_by_the_task_count():
 def test_one_worker_runs_in_process_without_a_pool():
     assert type(local_executor(1)) is InlineExecutor
     assert (type(local_executor(2)), local_executor(2).workers) == (ProcessExecutor, 2)
+
+
+# In a fresh interpreter: the forkserver running (if any) as a child of this process, once prestart has returned.
+_FORKSERVER_CHILDREN = """
+import os, sys
+from trendconv.executors import prestart
+prestart({workers})
+pid = os.getpid()
+children = open(f"/proc/{{pid}}/task/{{pid}}/children").read().split()
+print(sum("multiprocessing.forkserver" in open(f"/proc/{{child}}/cmdline").read() for child in children))
+"""
+
+
+def _forkservers_after_prestart(workers) -> str:
+    command = [sys.executable, "-c", _FORKSERVER_CHILDREN.format(workers=workers)]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
+def test_prestart_starts_the_pool_forkserver_only_when_a_pool_is_likely():
+    assert _forkservers_after_prestart(2) == "1\n"
+    assert _forkservers_after_prestart(1) == "0\n"
+    assert _forkservers_after_prestart(None) == ("1\n" if os.cpu_count() > 1 else "0\n")
+
+
+def test_the_command_line_imports_the_library_only_when_a_command_runs():
+    # So that `parse` and `run` can start the forkserver before this process imports pyarrow and the loader.
+    code = "import sys, trendconv.cli; print(sorted({'pyarrow', 'trendconv.api', 'sqlite3'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 from trendconv import shards, workdir
 from trendconv.dump.parse import ParseOptions
 from trendconv.errors import DataError, UsageError
-from trendconv.executors import Executor, default_workers
+from trendconv.executors import Executor, default_workers, prestart
 from trendconv.faults import fault_point
 from trendconv.jsonfile import read_json
 from trendconv.load import LoadSummary, TrendDbBuilder, load_shards
@@ -110,6 +110,8 @@ def parse(
     **kwargs,
 ) -> ParseSummary:
     """Parse DATA's INPUT_FORMAT data into shards under WORK (see trendconv.parse.run_parse for the callbacks)."""
+    if kwargs.get("executor") is None:
+        prestart(workers)
     with workdir.locked(work):
         return run_parse(data, work, options, workers=workers, input_format=input_format, **kwargs)
 
@@ -261,6 +263,8 @@ def run(
     """Parse and load at once: for dump data the loader takes each shard, in order, as soon as it is ready."""
     work = work or default_work(out_dir)
     started = time.perf_counter()
+    if executor is None:
+        prestart(workers)
     with workdir.locked(work):
         if input_format == MONITOR:
             loader = _AfterParseLoader(MonitorDbBuilder(out_dir, index=index), on_loaded)

@@ -9,6 +9,7 @@ their results (shards) are complete.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -48,6 +49,23 @@ class InlineExecutor:
                 yield Outcome(task, error=exc)
 
 
+def _forkserver_context() -> multiprocessing.context.BaseContext:
+    context = multiprocessing.get_context("forkserver")
+    # Workers fork from a server that has imported the parser once, not each on its own.
+    context.set_forkserver_preload(["trendconv.parse"])
+    return context
+
+
+def prestart(workers: int | None) -> None:
+    """Start the process pool's forkserver now if a pool is likely (WORKERS above one, or None on a machine
+    of several cores). Its import of the parser, about half a second, then runs on another core while this
+    process goes on with its own imports and the scan, rather than between the scan and the first task.
+    """
+    if (workers or os.cpu_count() or 1) > 1:
+        _forkserver_context()
+        multiprocessing.forkserver.ensure_running()
+
+
 class ProcessExecutor:
     """A local process pool; workers are started with forkserver, safe with pyarrow's threads."""
 
@@ -55,10 +73,7 @@ class ProcessExecutor:
         self.workers = workers
 
     def imap_unordered(self, fn: Callable, tasks: Iterable) -> Iterator[Outcome]:
-        context = multiprocessing.get_context("forkserver")
-        # Workers fork from a server that has imported the parser once, not each on its own.
-        context.set_forkserver_preload(["trendconv.parse"])
-        pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_forkserver_context())
         pending: dict[Future, Any] = {}
         try:
             for task in tasks:
