@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -214,6 +215,35 @@ def test_missing_dump_json_is_warned_and_skipped(a1_data, tmp_path):
     result = invoke("parse", a1_data, "--work", tmp_path / "work", "--quiet")
     assert result.exit_code == 0
     assert result.stderr == f"warning: No 'dump.json' file found in: {a1_data / 'step1' / 'rank7'}\n"
+
+
+def full_disk_at(path: Path) -> Path:
+    """Make writing PATH's temporary file (`.<name>.<pid>.tmp`) fail as a full disk does: it points to /dev/full."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.symlink_to("/dev/full")
+    return tmp
+
+
+def test_full_disk_on_work_json_or_manifest_is_a_clear_error(a1_data, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    tmp = full_disk_at(work / "work.json")
+    result = invoke("parse", a1_data, "--work", work, "--workers", "1")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {work / 'work.json'}: cannot write: No space left on device\n",
+    )
+    assert sorted(path.name for path in work.iterdir()) == ["lock"]
+    full_disk_at(work / "manifest.json")
+    result = invoke("parse", a1_data, "--work", work, "--workers", "1")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {work / 'manifest.json'}: cannot write: No space left on device\n",
+    )
+    assert sorted(path.name for path in work.iterdir()) == ["lock", "shards", "work.json"]
+    assert not tmp.is_symlink()
+    resumed = api.parse(a1_data, work, api.ParseOptions(), workers=1)
+    assert (resumed.parsed, resumed.reused, (work / "manifest.json").is_file()) == (0, 2, True)
 
 
 def test_a_failed_worker_names_the_file_and_keeps_finished_shards(tmp_path):

@@ -39,9 +39,14 @@ def locked(work: Path):
 
 
 def write_json_atomic(path: Path, document: dict) -> None:
+    """Write to a temporary name, then rename; on failure (a full disk) nothing is left but an OutputError."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def read_json_document(path: Path, what: str) -> dict:
