@@ -54,80 +54,79 @@ def csv_files(data: Path) -> list[Path]:
     return sorted(data.glob("*-rank*-*/*.csv"))
 
 
-def run_trendconv(data: Path, workers: int, repeat: int, scratch: Path) -> Measured:
+def run_trendconv(data: Path, workers: int, scratch: Path) -> Measured:
     out = scratch / f"tc_w{workers}"
-    runs = []
-    for _ in range(repeat):
-        shutil.rmtree(out, ignore_errors=True)
-        runs.append(drive("monitor", data, out, workers, schema.MONITOR_DB_NAME))
-    return merged(runs)
+    shutil.rmtree(out, ignore_errors=True)
+    return drive("monitor", data, out, workers, schema.MONITOR_DB_NAME)
 
 
-def run_msprobe(msprobe: str, data: Path, workers: int, repeat: int, scratch: Path) -> Measured:
-    result = Measured()
-    for _ in range(repeat):
-        out = scratch / "msprobe"
-        shutil.rmtree(out, ignore_errors=True)
-        command = [msprobe, "data2db", "--format", "monitor", "--data", str(data), "--db", str(out)]
-        command += ["--process_num", str(workers)]
-        elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
-        result.seconds.append(elapsed)
-        result.rss_kib.append(rss)
-    return result
+def run_msprobe(msprobe: str, data: Path, workers: int, scratch: Path) -> Measured:
+    out = scratch / "msprobe"
+    shutil.rmtree(out, ignore_errors=True)
+    command = [msprobe, "data2db", "--format", "monitor", "--data", str(data), "--db", str(out)]
+    command += ["--process_num", str(workers)]
+    elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
+    return Measured(seconds=[elapsed], rss_kib=[rss])
 
 
-def csv_floor(data: Path, repeat: int) -> float:
+def csv_floor(data: Path) -> float:
     """pyarrow's CSV reader alone on the same files, one core, every column as it infers it."""
     blobs = [path.read_bytes() for path in csv_files(data)]
     options = pacsv.ReadOptions(use_threads=False)
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for blob in blobs:
-            pacsv.read_csv(io.BytesIO(blob), read_options=options)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    started = time.perf_counter()
+    for blob in blobs:
+        pacsv.read_csv(io.BytesIO(blob), read_options=options)
+    return time.perf_counter() - started
 
 
-def sqlite_floor(db: Path, repeat: int, scratch: Path) -> float:
+def sqlite_floor(db: Path, scratch: Path) -> float:
     """A bare executemany of the same trend rows into a trend_data table of the same columns, one transaction."""
     source = sqlite3.connect(db)
     rows = source.execute("SELECT * FROM trend_data").fetchall()
     stats = [row[1] for row in source.execute("PRAGMA table_info(trend_data)")][4:]
     source.close()
-    times = []
-    for _ in range(repeat):
-        target = scratch / "floor.db"
-        target.unlink(missing_ok=True)
-        conn = sqlite3.connect(target)
-        conn.execute(schema.trend_data_ddl(stats))
-        started = time.perf_counter()
-        conn.executemany(schema.insert_trend(stats), rows)
-        conn.commit()
-        times.append(time.perf_counter() - started)
-        conn.close()
-    return statistics.median(times)
+    target = scratch / "floor.db"
+    target.unlink(missing_ok=True)
+    conn = sqlite3.connect(target)
+    conn.execute(schema.trend_data_ddl(stats))
+    started = time.perf_counter()
+    conn.executemany(schema.insert_trend(stats), rows)
+    conn.commit()
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed
 
 
 def bench(scenario: MonitorScenario, workers: list[int], repeat: int, args) -> dict:
+    """REPEAT rounds of every measurement, as benchmarks.run does: each ratio compares runs of the same stretch
+    of time on this drifting machine."""
     data = data_for(scenario)
     scratch = data.parent / "scratch"
     scratch.mkdir(exist_ok=True)
     files = csv_files(data)
-    ours = {count: run_trendconv(data, count, repeat, scratch) for count in workers}
-    reference = {count: run_msprobe(args.msprobe, data, count, repeat, scratch) for count in workers}
+    rounds = [_round(data, workers, args.msprobe, scratch) for _ in range(repeat)]
+    ours = {count: merged(one["ours"][count] for one in rounds) for count in workers}
     print(f"done: {scenario.name}", file=sys.stderr)
     return {
         "scenario": scenario,
         "files": len(files),
         "bytes": sum(path.stat().st_size for path in files),
         "ours": ours,
-        "msprobe": reference,
+        "msprobe": {count: merged(one["msprobe"][count] for one in rounds) for count in workers},
         "repeat": repeat,
-        "csv_floor": csv_floor(data, repeat),
-        "sqlite_floor": sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.MONITOR_DB_NAME, repeat, scratch),
+        "csv_floor": statistics.median(one["csv_floor"] for one in rounds),
+        "sqlite_floor": statistics.median(one["sqlite_floor"] for one in rounds),
         "identical": len(set().union(*(measured.db_sha256 for measured in ours.values()))) == 1,
     }
+
+
+def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
+    """One run of everything; the SQLite floor reads the rows of the first trendconv run."""
+    measured = {"ours": {count: run_trendconv(data, count, scratch) for count in workers}}
+    measured["msprobe"] = {count: run_msprobe(msprobe, data, count, scratch) for count in workers}
+    measured["csv_floor"] = csv_floor(data)
+    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.MONITOR_DB_NAME, scratch)
+    return measured
 
 
 def section(result: dict) -> list[str]:
