@@ -13,7 +13,6 @@ import argparse
 import io
 import os
 import shutil
-import sqlite3
 import statistics
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 
 from benchmarks.gen_monitor import generate
-from benchmarks.run import HERE, Measured, drive, machine, measure, merged
+from benchmarks.run import HERE, Measured, drive, machine, merged, run_msprobe, sqlite_floor
 from trendconv.load import schema
 
 
@@ -60,15 +59,6 @@ def run_trendconv(data: Path, workers: int, scratch: Path) -> Measured:
     return drive("monitor", data, out, workers, schema.MONITOR_DB_NAME)
 
 
-def run_msprobe(msprobe: str, data: Path, workers: int, scratch: Path) -> Measured:
-    out = scratch / "msprobe"
-    shutil.rmtree(out, ignore_errors=True)
-    command = [msprobe, "data2db", "--format", "monitor", "--data", str(data), "--db", str(out)]
-    command += ["--process_num", str(workers)]
-    elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
-    return Measured(seconds=[elapsed], rss_kib=[rss])
-
-
 def csv_floor(data: Path) -> float:
     """pyarrow's CSV reader alone on the same files, one core, every column as it infers it."""
     blobs = [path.read_bytes() for path in csv_files(data)]
@@ -77,24 +67,6 @@ def csv_floor(data: Path) -> float:
     for blob in blobs:
         pacsv.read_csv(io.BytesIO(blob), read_options=options)
     return time.perf_counter() - started
-
-
-def sqlite_floor(db: Path, scratch: Path) -> float:
-    """A bare executemany of the same trend rows into a trend_data table of the same columns, one transaction."""
-    source = sqlite3.connect(db)
-    rows = source.execute("SELECT * FROM trend_data").fetchall()
-    stats = [row[1] for row in source.execute("PRAGMA table_info(trend_data)")][4:]
-    source.close()
-    target = scratch / "floor.db"
-    target.unlink(missing_ok=True)
-    conn = sqlite3.connect(target)
-    conn.execute(schema.trend_data_ddl(stats))
-    started = time.perf_counter()
-    conn.executemany(schema.insert_trend(stats), rows)
-    conn.commit()
-    elapsed = time.perf_counter() - started
-    conn.close()
-    return elapsed
 
 
 def bench(scenario: MonitorScenario, workers: list[int], repeat: int, args) -> dict:
@@ -123,7 +95,10 @@ def bench(scenario: MonitorScenario, workers: list[int], repeat: int, args) -> d
 def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
     """One run of everything; the SQLite floor reads the rows of the first trendconv run."""
     measured = {"ours": {count: run_trendconv(data, count, scratch) for count in workers}}
-    measured["msprobe"] = {count: run_msprobe(msprobe, data, count, scratch) for count in workers}
+    measured["msprobe"] = {
+        count: run_msprobe(msprobe, data, scratch, "--format", "monitor", "--process_num", str(count))
+        for count in workers
+    }
     measured["csv_floor"] = csv_floor(data)
     measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.MONITOR_DB_NAME, scratch)
     return measured

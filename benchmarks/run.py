@@ -155,15 +155,13 @@ def drive(mode: str, source: Path, out: Path, workers: int, db_name: str | None)
     return result
 
 
-def run_msprobe(msprobe: str, data: Path, scratch: Path) -> Measured:
-    result = Measured()
+def run_msprobe(msprobe: str, data: Path, scratch: Path, *options: str) -> Measured:
+    """One msprobe data2db run of DATA into SCRATCH/msprobe; OPTIONS such as `--format dump` go last."""
     out = scratch / "msprobe"
     shutil.rmtree(out, ignore_errors=True)
-    command = [msprobe, "data2db", "--format", "dump", "--data", str(data), "--db", str(out)]
+    command = [msprobe, "data2db", "--data", str(data), "--db", str(out), *options]
     elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
-    result.seconds.append(elapsed)
-    result.rss_kib.append(rss)
-    return result
+    return Measured(seconds=[elapsed], rss_kib=[rss])
 
 
 def json_floor(data: Path) -> float:
@@ -176,16 +174,17 @@ def json_floor(data: Path) -> float:
 
 
 def sqlite_floor(db: Path, scratch: Path) -> float:
-    """A bare executemany of the same trend rows into the same trend_data table, one transaction."""
+    """A bare executemany of DB's trend rows into a trend_data table of the same columns, one transaction."""
     source = sqlite3.connect(db)
     rows = source.execute("SELECT * FROM trend_data").fetchall()
+    stats = [row[1] for row in source.execute("PRAGMA table_info(trend_data)")][4:]
     source.close()
     target = scratch / "floor.db"
     target.unlink(missing_ok=True)
     conn = sqlite3.connect(target)
-    conn.execute(schema.CREATE_TABLES[-1])
+    conn.execute(schema.trend_data_ddl(stats))
     started = time.perf_counter()
-    conn.executemany(schema.INSERT_TREND, rows)
+    conn.executemany(schema.insert_trend(stats), rows)
     conn.commit()
     elapsed = time.perf_counter() - started
     conn.close()
@@ -257,7 +256,7 @@ def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
     measured = {"parse_only": {count: run_trendconv(data, count, scratch, "parse") for count in workers}}
     measured["ours"] = {count: run_trendconv(data, count, scratch) for count in workers}
     measured["load_only"] = run_trendconv(data, workers[0], scratch, "load")
-    measured["msprobe"] = run_msprobe(msprobe, data, scratch)
+    measured["msprobe"] = run_msprobe(msprobe, data, scratch, "--format", "dump")
     measured["json_floor"] = json_floor(data)
     measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.DB_NAME, scratch)
     return measured
