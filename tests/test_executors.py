@@ -64,13 +64,22 @@ def test_one_worker_runs_in_process_without_a_pool():
 
 
 # In a fresh interpreter: the forkserver running (if any) as a child of this process, once prestart has returned.
+# A child caught between fork and exec shows an empty command line for a moment, so each one is read until it
+# shows its own.
 _FORKSERVER_CHILDREN = """
-import os, sys
+import os, sys, time
 from trendconv.executors import prestart
 prestart({workers})
 pid = os.getpid()
+
+def command_line(child):
+    deadline = time.monotonic() + 30
+    while not (line := open(f"/proc/{{child}}/cmdline").read()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return line
+
 children = open(f"/proc/{{pid}}/task/{{pid}}/children").read().split()
-print(sum("multiprocessing.forkserver" in open(f"/proc/{{child}}/cmdline").read() for child in children))
+print(sum("multiprocessing.forkserver" in command_line(child) for child in children))
 """
 
 
