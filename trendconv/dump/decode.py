@@ -87,10 +87,14 @@ def generic_entries(raw: bytes, path: Path):
     return jsonfile.parse_json_bytes(raw, path)
 
 
+_OPEN_BRACE = ord("{")
+
+
 def is_object(value) -> bool:
     """Whether an undecoded or plain JSON entry is an object, the one shape that can give rows."""
     if type(value) is msgspec.Raw:
-        return bytes(memoryview(value)[:1]) == b"{"
+        # A Raw the decoder made is never empty: it holds one whole JSON value.
+        return memoryview(value)[0] == _OPEN_BRACE
     return isinstance(value, dict)
 
 
