@@ -96,5 +96,6 @@ def test_prestart_starts_the_pool_forkserver_only_when_a_pool_is_likely():
 
 def test_the_command_line_imports_the_library_only_when_a_command_runs():
     # So that `parse` and `run` can start the forkserver before this process imports pyarrow and the loader.
-    code = "import sys, trendconv.cli; print(sorted({'pyarrow', 'trendconv.api', 'sqlite3'} & set(sys.modules)))"
+    libraries = "{'pyarrow', 'trendconv.api', 'apsw', 'sqlite3'}"
+    code = f"import sys, trendconv.cli; print(sorted({libraries} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

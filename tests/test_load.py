@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import apsw
 import pyarrow as pa
 import pytest
 from conftest import A1_CONSTRUCT, A1_DATA, TAGS_BY_NAME, TREND_BY_NAME, V, query, write_file_set
@@ -17,6 +18,7 @@ from test_parse_stage import A2_CONSTRUCT, A2_DATA, invoke
 
 from trendconv import api, load, shards
 from trendconv.errors import DataError
+from trendconv.load import connection
 
 STATS4 = ("norm,max,min,mean",) * 4
 
@@ -269,6 +271,29 @@ def test_build_connection_settings(tmp_path):
     settings = [conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("journal_mode", "temp_store", "cache_size")]
     conn.close()
     assert settings == ["off", 0, -8192]
+
+
+def test_build_connection_transactions(tmp_path):
+    """Like sqlite3's: a statement opens a transaction, a pragma does not, and commit ends it."""
+    conn = connection.Connection(tmp_path / "build.db")
+    states = [conn.execute("PRAGMA journal_mode = OFF").fetchone()[0], conn._conn.in_transaction]
+    conn.execute("CREATE TABLE t (x INTEGER PRIMARY KEY, y TEXT)")
+    conn.executemany("INSERT OR IGNORE INTO t VALUES (?, ?)", [(1, "a"), (2, "b"), (1, "again")])
+    states += [conn._conn.in_transaction, conn.total_changes]
+    conn.commit()
+    states.append(conn._conn.in_transaction)
+    conn.commit()  # nothing open: no error
+    conn.close()
+    assert states == ["off", False, True, 2, False]
+    assert query(tmp_path / "build.db", "SELECT x, y FROM t ORDER BY x") == [(1, "a"), (2, "b")]
+
+
+def test_databases_are_written_by_the_bundled_sqlite(a1_data, tmp_path):
+    # Bytes 96-99 of the header: the SQLITE_VERSION_NUMBER of the library that wrote the file last.
+    header = convert(a1_data, tmp_path).db.read_bytes()[:100]
+    major, minor, patch = map(int, apsw.sqlite_lib_version().split("."))
+    assert int.from_bytes(header[96:100], "big") == major * 1_000_000 + minor * 1000 + patch
+    assert (major, minor) >= (3, 50)
 
 
 def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monkeypatch):

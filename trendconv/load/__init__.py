@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from trendconv import shards
 from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, OutputError, make_directory, os_reason
 from trendconv.faults import fault_point
-from trendconv.load import schema
+from trendconv.load import connection, schema
 from trendconv.tags import tags_of
 
 PLUGIN_SIZE_LIMIT = 5 * 1024**3
@@ -193,16 +192,16 @@ def writes_db(method):
     def wrapper(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
-        except (sqlite3.Error, OSError) as exc:
+        except (connection.Error, OSError) as exc:
             raise OutputError(f"{self.final}: cannot write the database: {_write_failure(exc)}") from None
 
     return wrapper
 
 
-def _write_failure(exc: sqlite3.Error | OSError) -> str:
+def _write_failure(exc: connection.Error | OSError) -> str:
     if isinstance(exc, OSError):
         return os_reason(exc)
-    if getattr(exc, "sqlite_errorname", None) == "SQLITE_FULL":
+    if isinstance(exc, connection.FullError):
         return f"{exc} (the index build also writes SQLite temporary files, to SQLITE_TMPDIR, TMPDIR or /tmp)"
     return str(exc)
 
@@ -367,7 +366,7 @@ def clean_values(column: pa.ChunkedArray) -> pa.Array:
     return pc.if_else(pc.is_nan(values), pa.scalar(None, pa.float64()), cleaned)
 
 
-def _create(path: Path) -> sqlite3.Connection:
+def _create(path: Path) -> connection.Connection:
     conn = open_build(path)
     try:
         for statement in schema.CREATE_TABLES:
@@ -379,7 +378,7 @@ def _create(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def write_tags(conn: sqlite3.Connection, by_metric: dict, names: dict[int, str], rule, summary: LoadSummary) -> None:
+def write_tags(conn: connection.Connection, by_metric: dict, names: dict[int, str], rule, summary: LoadSummary) -> None:
     """Tags per metric (metrics in BY_METRIC's order, each metric's targets in first-use order, each target's
     tags in RULE's order), and every (tag, target) link, sorted."""
     tag_ids: dict[tuple[str, str, int], int] = {}
@@ -396,7 +395,7 @@ def write_tags(conn: sqlite3.Connection, by_metric: dict, names: dict[int, str],
 
 
 def complete_build(
-    conn: sqlite3.Connection,
+    conn: connection.Connection,
     tmp: Path,
     final: Path,
     summary: LoadSummary,
@@ -420,7 +419,7 @@ def complete_build(
     return summary
 
 
-def abandon(conn: sqlite3.Connection, tmp: Path) -> None:
+def abandon(conn: connection.Connection, tmp: Path) -> None:
     """A failed build: close it and remove its file; the database in place, if any, is untouched."""
     try:
         conn.close()
@@ -428,7 +427,7 @@ def abandon(conn: sqlite3.Connection, tmp: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def insert_trend(conn: sqlite3.Connection, rows: pa.Table, stats) -> int:
+def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
     """Insert ROWS (trend_data's columns, in order) in table order, many rows to a statement; returns how
     many were inserted (INSERT OR IGNORE: a duplicate key keeps the row inserted first)."""
     before = conn.total_changes
@@ -452,13 +451,13 @@ def prepare_build(out_dir: Path, db_name: str) -> Path:
     return out_dir / f".{db_name}.{os.getpid()}.tmp"
 
 
-def open_build(path: Path) -> sqlite3.Connection:
+def open_build(path: Path) -> connection.Connection:
     """A new database at PATH, set up for building; if that fails, PATH is removed again."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DB_MODE)
     try:
         os.fchmod(fd, DB_MODE)  # whatever the umask: the plugin refuses group/other-writable files
         os.close(fd)
-        conn = sqlite3.connect(path, isolation_level="DEFERRED")
+        conn = connection.Connection(path)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
@@ -471,7 +470,7 @@ def open_build(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def build_indexes(conn: sqlite3.Connection, trend_stat1: list[tuple[str, str, str]] | None = None) -> None:
+def build_indexes(conn: connection.Connection, trend_stat1: list[tuple[str, str, str]] | None = None) -> None:
     """The read indexes, then ANALYZE; with TREND_STAT1 (trend_data's sqlite_stat1 rows, known from the load)
     ANALYZE reads only the small tables."""
     for statement in schema.CREATE_INDEXES:
