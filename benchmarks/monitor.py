@@ -153,8 +153,10 @@ def main() -> None:
         "",
         f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Wall seconds of whole processes; "
         "peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
-        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Python {info['python']}.",
-        "`total / floor` is total / max(CSV floor / workers, SQLite floor).",
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Python {info['python']}; "
+        f"trendconv writes with SQLite {info['sqlite_writer']} (APSW), msprobe with SQLite {info['sqlite_system']}.",
+        "`total / floor` is total / max(CSV floor / workers, SQLite floor); the SQLite floor goes through the "
+        "connection trendconv writes with.",
         "",
     ]
     for result in results:

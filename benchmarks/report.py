@@ -62,9 +62,11 @@ def write_report(directory: Path, command: str, machine: dict, results: list[dic
         f"Produced by `{command}`. Medians of the rounds; each round runs every measurement once, so that slow "
         "spells of this shared machine fall on all of them alike. Times are wall seconds of whole processes.",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
-        f"Python {machine['python']}.",
+        f"Python {machine['python']}; trendconv writes with SQLite {machine['sqlite_writer']} (APSW), msprobe with "
+        f"SQLite {machine['sqlite_system']} (Python's sqlite3).",
         "Peak RSS is that of the whole process tree (main process and workers), sampled every 100 ms.",
-        "`total / floor` is total / max(JSON floor / workers, SQLite floor).",
+        "`total / floor` is total / max(JSON floor / workers, SQLite floor); the SQLite floor goes through the "
+        "connection trendconv writes with.",
         "",
     ]
     for result in results:

@@ -24,11 +24,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import apsw
 import orjson
 
 from benchmarks.gen_dump import generate
 from trendconv.jsonfile import _quote_bare_tokens
-from trendconv.load import schema
+from trendconv.load import connection, schema
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".data"
@@ -174,14 +175,15 @@ def json_floor(data: Path) -> float:
 
 
 def sqlite_floor(db: Path, scratch: Path) -> float:
-    """A bare executemany of DB's trend rows into a trend_data table of the same columns, one transaction."""
+    """A bare executemany of DB's trend rows into a trend_data table of the same columns, one transaction,
+    through the connection (and so the SQLite) the loader writes with."""
     source = sqlite3.connect(db)
     rows = source.execute("SELECT * FROM trend_data").fetchall()
     stats = [row[1] for row in source.execute("PRAGMA table_info(trend_data)")][4:]
     source.close()
     target = scratch / "floor.db"
     target.unlink(missing_ok=True)
-    conn = sqlite3.connect(target)
+    conn = connection.Connection(target)
     conn.execute(schema.trend_data_ddl(stats))
     started = time.perf_counter()
     conn.executemany(schema.insert_trend(stats), rows)
@@ -201,7 +203,14 @@ def machine() -> dict:
     except OSError:
         pass
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(memory, 1), "python": platform.python_version()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory, 1),
+        "python": platform.python_version(),
+        "sqlite_writer": apsw.sqlite_lib_version(),
+        "sqlite_system": sqlite3.sqlite_version,
+    }
 
 
 def main() -> None:
