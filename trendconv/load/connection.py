@@ -35,7 +35,7 @@ class Connection:
         self._conn.executemany(statement, parameters)
 
     def commit(self) -> None:
-        if self._conn.in_transaction:
+        if self.in_transaction:
             self._conn.execute("COMMIT")
 
     def close(self) -> None:
@@ -45,6 +45,10 @@ class Connection:
     def total_changes(self) -> int:
         return self._conn.total_changes()
 
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
     def _begin(self) -> None:
-        if not self._conn.in_transaction:
+        if not self.in_transaction:
             self._conn.execute("BEGIN")
