@@ -276,7 +276,7 @@ def test_build_connection_settings(tmp_path):
 def test_build_connection_transactions(tmp_path):
     """Like sqlite3's: a statement opens a transaction, a pragma does not, and commit ends it."""
     conn = connection.Connection(tmp_path / "build.db")
-    states = [conn.execute("PRAGMA journal_mode = OFF").fetchone()[0], conn.in_transaction]
+    states = [conn.execute(" pragma journal_mode = OFF").fetchone()[0], conn.in_transaction]
     conn.execute("CREATE TABLE t (x INTEGER PRIMARY KEY, y TEXT)")
     conn.executemany("INSERT OR IGNORE INTO t VALUES (?, ?)", [(1, "a"), (2, "b"), (1, "again")])
     states += [conn.in_transaction, conn.total_changes]

@@ -26,7 +26,7 @@ class Connection:
 
     def execute(self, statement: str, parameters: Sequence = ()) -> apsw.Cursor:
         # Pragmas run outside a transaction: journal_mode, for one, cannot change inside one.
-        if not statement.startswith("PRAGMA"):
+        if statement.lstrip()[:6].upper() != "PRAGMA":
             self._begin()
         return self._conn.execute(statement, parameters)
 
