@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 
 from benchmarks.gen_monitor import generate
+from benchmarks.report import machine_line
 from benchmarks.run import HERE, Measured, drive, machine, merged, run_msprobe, sqlite_floor
 from trendconv.load import schema
 
@@ -147,14 +148,12 @@ def main() -> None:
     workers = [int(count) for count in args.workers.split(",")]
     repeats = {LARGE: args.large_repeat or args.repeat}
     results = [bench(scenario, workers, repeats.get(scenario, args.repeat), args) for scenario in scenarios]
-    info = machine()
     lines = [
         "# Monitor benchmark results",
         "",
         f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Wall seconds of whole processes; "
         "peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
-        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Python {info['python']}; "
-        f"trendconv writes with SQLite {info['sqlite_writer']} (APSW), msprobe with SQLite {info['sqlite_system']}.",
+        machine_line(machine()),
         "`total / floor` is total / max(CSV floor / workers, SQLite floor); the SQLite floor goes through the "
         "connection trendconv writes with.",
         "",

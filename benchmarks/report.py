@@ -55,15 +55,22 @@ def _scenario_section(result: dict) -> list[str]:
     return lines + [""]
 
 
+def machine_line(machine: dict) -> str:
+    """The machine, Python and both SQLite versions, for the head of a report."""
+    return (
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
+        f"Python {machine['python']}; trendconv writes with SQLite {machine['sqlite_writer']} (APSW), msprobe with "
+        f"SQLite {machine['sqlite_system']} (Python's sqlite3)."
+    )
+
+
 def write_report(directory: Path, command: str, machine: dict, results: list[dict]) -> None:
     lines = [
         "# Benchmark results",
         "",
         f"Produced by `{command}`. Medians of the rounds; each round runs every measurement once, so that slow "
         "spells of this shared machine fall on all of them alike. Times are wall seconds of whole processes.",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
-        f"Python {machine['python']}; trendconv writes with SQLite {machine['sqlite_writer']} (APSW), msprobe with "
-        f"SQLite {machine['sqlite_system']} (Python's sqlite3).",
+        machine_line(machine),
         "Peak RSS is that of the whole process tree (main process and workers), sampled every 100 ms.",
         "`total / floor` is total / max(JSON floor / workers, SQLite floor); the SQLite floor goes through the "
         "connection trendconv writes with.",
