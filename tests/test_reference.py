@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, write_file_set
+from conftest import A1_CONSTRUCT, A1_DATA, T, write_file_set
 from hypothesis import HealthCheck, given, settings
 from random_dumps import dump_trees, write_tree
 from reference import run_msprobe
@@ -58,6 +58,13 @@ def test_mapping_collisions_and_megatron_construct(tmp_path, micro_step):
 
 def test_list_or_object_type_and_dtype(tmp_path):
     write_file_set(tmp_path / "data" / "step0" / "rank0", UNHASHABLE_DATA)
+    assert_same_as_reference(tmp_path / "data", tmp_path, micro_step=False)
+
+
+def test_integer_statistics_beyond_float_range(tmp_path):
+    # float() refuses such an int; msprobe clips it like any huge value.
+    data = {"F.f.0.forward": {"output": [T(10**400, 10**400, -(10**400), 2**1024 - 2**970)]}}
+    write_file_set(tmp_path / "data" / "step0" / "rank0", data)
     assert_same_as_reference(tmp_path / "data", tmp_path, micro_step=False)
 
 

@@ -434,6 +434,8 @@ INF = math.inf
         (True, 1.0),
         (False, 0.0),
         (0, 0.0),
+        (10**400, 1.7976931348623157e308),  # beyond float range: the largest float, of the int's sign
+        (-(10**400), -1.7976931348623157e308),
         (0.5, 0.5),
         ("0x10", None),
         ("abc", None),

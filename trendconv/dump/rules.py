@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 from trendconv.dump.decode import UNSET, Tensor
@@ -143,8 +142,8 @@ def raw_stat(value) -> float | None:
 def _int_as_float(value: int) -> float:
     try:
         return float(value)
-    except OverflowError:
-        return math.copysign(_FLOAT_MAX, value)
+    except OverflowError:  # copysign would convert VALUE to float too, and fail alike
+        return _FLOAT_MAX if value > 0 else -_FLOAT_MAX
 
 
 class EntryError(Exception):
