@@ -1,7 +1,8 @@
-"""dump.json decoding: the msgspec path and the generic (orjson / Python json) path give the same rows.
+"""dump.json decoding in Python: the msgspec path and the generic (orjson / Python json) path give the same rows.
 
 Every case is parsed twice, once as it comes and once with the msgspec path switched off, and the rows
 must be equal to the last detail; cases msgspec refuses must take the generic path and still be right.
+The C reader is switched off here; tests/test_extract.py compares it with these paths.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from trendconv.errors import DataError
 from trendconv.scan import scan
 
 STEP_MODE = ParseOptions(micro_step=False)
+
+
+@pytest.fixture(autouse=True)
+def _python_paths_only():
+    # A patch of its own: both_ways undoes the test's monkeypatch halfway.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dump_parse, "_extract", None)
+        yield
 
 
 class Paths:

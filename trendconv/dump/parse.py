@@ -17,6 +17,11 @@ from trendconv.errors import DataError, kind_of, where
 from trendconv.jsonfile import parse_json_bytes, read_bytes
 from trendconv.scan import INT64_MAX, FileSet
 
+try:
+    from trendconv.dump import _extract
+except ImportError:  # installed where it could not be compiled: the Python path gives the same rows
+    _extract = None
+
 
 @dataclass(frozen=True)
 class ParseOptions:
@@ -37,9 +42,36 @@ def options_text(described: dict) -> str:
     return f"{mode}, mapping sha256 {str(described.get('mapping_sha256'))[:12]}"
 
 
+class _KeyedRows:
+    """What both kinds of rows share: per key, its name, metric, target index and local micro step; per
+    row, the position of its key (`row_key`)."""
+
+    key: list[str]
+    key_metric: list[str]
+    key_index: list[int]
+    key_local: list[int]
+
+    def metric_counts(self) -> Counter:
+        """Rows per metric; a metric whose keys gave no row counts 0."""
+        counts = Counter(dict.fromkeys(self.key_metric, 0))
+        counts.update(map(self.key_metric.__getitem__, self._row_keys()))
+        return counts
+
+    def _columns(self, take: pa.Array, names: pa.Array, stats: list[pa.Array]) -> dict[str, pa.Array]:
+        """The shard's row columns: the key-level ones expanded with Arrow `take` (TAKE: row -> key)."""
+        return {
+            "local_micro_step": pa.array(self.key_local, pa.int32()).take(take),
+            "metric": pa.array(self.key_metric, pa.string()).dictionary_encode().take(take),
+            "target_name": names.dictionary_encode(),
+            "micro_step": pa.array(self.key_index, pa.int64()).take(take),
+            "key": pa.array(self.key, pa.string()).dictionary_encode().take(take),
+            **dict(zip(("norm", "max", "min", "mean"), stats)),
+        }
+
+
 @dataclass
-class Rows:
-    """The rows of one file set, in processing order, kept per key where they share a value.
+class Rows(_KeyedRows):
+    """The rows of one file set read in Python, in processing order, kept per key where they share a value.
 
     Per row only the target name and the decoded tensor are kept; the key-level columns are expanded
     with Arrow `take`, and the statistics of all rows are gathered at the end, in one pass.
@@ -58,28 +90,41 @@ class Rows:
     def __len__(self) -> int:
         return len(self.row_key)
 
-    def metric_counts(self) -> Counter:
-        """Rows per metric; a metric whose keys gave no row counts 0."""
-        counts = Counter(dict.fromkeys(self.key_metric, 0))
-        counts.update(map(self.key_metric.__getitem__, self.row_key))
-        return counts
+    def _row_keys(self) -> list[int]:
+        return self.row_key
 
     def columns(self) -> dict[str, pa.Array]:
-        take = pa.array(self.row_key, pa.int32())
-        columns = {
-            "local_micro_step": pa.array(self.key_local, pa.int32()).take(take),
-            "metric": pa.array(self.key_metric, pa.string()).dictionary_encode().take(take),
-            "target_name": pa.array(self.target_name, pa.string()).dictionary_encode(),
-            "micro_step": pa.array(self.key_index, pa.int64()).take(take),
-            "key": pa.array(self.key, pa.string()).dictionary_encode().take(take),
-        }
-        for column, values in zip(("norm", "max", "min", "mean"), self._stat_values()):
-            columns[column] = _stat_column(values)
-        return columns
+        stats = [_stat_column(values) for values in self._stat_values()]
+        return self._columns(pa.array(self.row_key, pa.int32()), pa.array(self.target_name, pa.string()), stats)
 
     def _stat_values(self) -> list[tuple]:
         """The four statistics of every row, column by column, gathered in C."""
         return list(zip(*map(_STATS_OF, self.tensors))) or [()] * len(rules.STAT_KEYS)
+
+
+@dataclass
+class ExtractedRows(_KeyedRows):
+    """The rows of one file set as the C reader (`_extract`) gives them: the per-key lists of `Rows`, the
+    row columns already in Arrow."""
+
+    key: list[str]
+    key_metric: list[str]
+    key_index: list[int]
+    key_local: list[int]
+    row_key: pa.Array
+    target_name: pa.Array
+    stats: list[pa.Array]
+    skipped: Counter
+    micro_steps: int
+
+    def __len__(self) -> int:
+        return len(self.row_key)
+
+    def _row_keys(self) -> list[int]:
+        return self.row_key.to_pylist()
+
+    def columns(self) -> dict[str, pa.Array]:
+        return self._columns(self.row_key, self.target_name, self.stats)
 
 
 _STATS_OF = operator.attrgetter(*rules.STAT_KEYS)
@@ -116,9 +161,14 @@ _NAMING_CACHE: dict[tuple, _Naming] = {}
 _NAMING_CACHE_SIZE = 4
 
 
-def parse_file_set(file_set: FileSet, options: ParseOptions) -> Rows:
+def parse_file_set(file_set: FileSet, options: ParseOptions) -> Rows | ExtractedRows:
     naming = _naming(file_set, options)
     raw = read_bytes(file_set.dump_json)
+    if _extract is not None:
+        try:
+            return _extracted_rows(raw, naming, options)
+        except (_extract.Refused, rules.EntryError):
+            pass  # the Python path reads what the C reader refuses, and words the errors
     if raw.isascii():  # msgspec leaves the UTF-8 of entries it skips unchecked; ASCII needs no check
         try:
             return _rows(decode.fast_entries(raw), file_set, naming, options)
@@ -126,6 +176,42 @@ def parse_file_set(file_set: FileSet, options: ParseOptions) -> Rows:
             pass
     data = _data_of(decode.generic_entries(raw, file_set.dump_json), file_set)
     return _rows(data, file_set, naming, options)
+
+
+_SLOT_SKIPS = (
+    rules.SKIP_NOT_OBJECT,
+    rules.SKIP_NULL,
+    rules.SKIP_NESTED,
+    rules.SKIP_NON_TENSOR,
+    rules.SKIP_TYPE,
+    rules.SKIP_DTYPE,
+)
+
+
+def _extracted_rows(raw: bytes, naming: _Naming, options: ParseOptions) -> ExtractedRows:
+    def key_rules(key: str) -> tuple | str:
+        info = naming.keys[key] = _key_info(key, naming, options)
+        return info
+
+    keys, metrics, indexes, local, row_key, offsets, names, stats, count, skipped = _extract.extract(
+        raw, naming.keys, key_rules, rules.raw_stat, _SLOT_SKIPS
+    )
+    return ExtractedRows(
+        keys,
+        metrics,
+        indexes,
+        local,
+        row_key=pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(row_key)]),
+        target_name=pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(names)]),
+        stats=[_buffer_column(count, values, validity) for values, validity in stats],
+        skipped=Counter(skipped),
+        micro_steps=naming.micro_steps,
+    )
+
+
+def _buffer_column(count: int, values: bytes, validity: bytes | None) -> pa.Array:
+    bitmap = None if validity is None else pa.py_buffer(validity)
+    return pa.Array.from_buffers(pa.float64(), count, [bitmap, pa.py_buffer(values)])
 
 
 def _rows(data: dict, file_set: FileSet, naming: _Naming, options: ParseOptions) -> Rows:
