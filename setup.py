@@ -1,7 +1,9 @@
-"""Build configuration beyond pyproject.toml: the optional C reader of dump.json (trendconv.dump._extract).
+"""Build configuration beyond pyproject.toml: two optional C parts, each with a Python path that gives the
+same bytes more slowly where it cannot be compiled (no compiler, no SQLite headers):
 
-Where it cannot be compiled (no C compiler), trendconv installs without it and parses in Python: the
-same shards, more slowly.
+- trendconv.dump._extract, the rows of a dump.json read in one pass (a Python extension module);
+- trendconv.load._columns, a SQLite extension the loader inserts Arrow columns through (never imported by
+  Python: the loader's SQLite loads it).
 """
 
 from setuptools import Extension, setup
@@ -11,6 +13,12 @@ setup(
         Extension(
             "trendconv.dump._extract",
             ["trendconv/dump/_extract.c"],
+            extra_compile_args=["-O2", "-std=c11"],
+            optional=True,
+        ),
+        Extension(
+            "trendconv.load._columns",
+            ["trendconv/load/_columns.c"],
             extra_compile_args=["-O2", "-std=c11"],
             optional=True,
         ),

@@ -16,6 +16,7 @@ import pytest
 from conftest import A1_CONSTRUCT, A1_DATA, TAGS_BY_NAME, TREND_BY_NAME, V, query, write_file_set
 from test_parse_stage import A2_CONSTRUCT, A2_DATA, invoke
 
+from benchmarks.gen_dump import generate
 from trendconv import api, load, shards
 from trendconv.errors import DataError
 from trendconv.load import connection
@@ -286,6 +287,71 @@ def test_build_connection_transactions(tmp_path):
     conn.close()
     assert states == ["off", False, True, 2, False]
     assert query(tmp_path / "build.db", "SELECT x, y FROM t ORDER BY x") == [(1, "a"), (2, "b")]
+
+
+def test_the_columns_extension_is_loaded(tmp_path):
+    # The install builds it wherever SQLite's headers are; without it every load would bind Python values.
+    conn = connection.Connection(tmp_path / "build.db")
+    assert conn.reads_columns
+    conn.close()
+
+
+INSERT_ABC = "INSERT INTO t SELECT c0, c1, c2 FROM trendconv_columns(?)"
+ZEROS = pa.py_buffer(bytes(24))  # a description's size, without its magic number
+
+
+def test_insert_columns_reads_values_nulls_and_offsets(tmp_path):
+    conn = connection.Connection(tmp_path / "build.db")
+    conn.execute("CREATE TABLE t (a INTEGER, b REAL, c REAL)")
+    ints = pa.array([7, 8, 9, 10], pa.int64()).slice(1)
+    reals = pa.array([None, 0.5, None, 2.5], pa.float64()).slice(1)  # the validity bitmap starts mid-byte
+    conn.insert_columns(INSERT_ABC, [ints, reals, pa.nulls(3, pa.float64())])
+    conn.insert_columns(INSERT_ABC, [pa.array([], pa.int64())] * 3)
+    conn.commit()
+    conn.close()
+    assert query(tmp_path / "build.db", "SELECT a, b, c FROM t") == [(8, 0.5, None), (9, None, None), (10, 2.5, None)]
+
+
+@pytest.mark.parametrize(
+    ("arrays", "error", "message"),
+    [
+        ([pa.array([1, 2]), pa.array([1.0])], ValueError, "columns of 2 and 1 rows"),
+        ([pa.array(["x"])], TypeError, "trendconv_columns reads int64 and float64 arrays, not string"),
+    ],
+)
+def test_insert_columns_refuses_other_arrays(tmp_path, arrays, error, message):
+    conn = connection.Connection(tmp_path / "build.db")
+    conn.execute("CREATE TABLE t (a INTEGER, b REAL, c REAL)")
+    with pytest.raises(error) as raised:
+        conn.insert_columns(INSERT_ABC, arrays)
+    conn.close()
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("statement", "argument", "message"),
+    [
+        ("SELECT * FROM trendconv_columns", (), "trendconv_columns needs its spec argument"),
+        ("SELECT * FROM trendconv_columns(?)", (0,), "trendconv_columns: not a column description"),
+        ("SELECT * FROM trendconv_columns(?)", (ZEROS.address,), "trendconv_columns: not a column description"),
+    ],
+)
+def test_trendconv_columns_refuses_a_missing_or_wrong_description(tmp_path, statement, argument, message):
+    conn = connection.Connection(tmp_path / "build.db")
+    with pytest.raises(apsw.SQLError) as raised:
+        conn.execute(statement, argument).fetchall()
+    conn.close()
+    assert str(raised.value) == message
+
+
+def test_both_ways_of_inserting_give_the_same_bytes(tmp_path, monkeypatch):
+    generate(tmp_path / "data", steps=2, ranks=2, layers=2, seed=3)
+    write_file_set(tmp_path / "data" / "step9" / "rank0", A2_DATA, A2_CONSTRUCT)  # a duplicate row
+    columns = convert(tmp_path / "data", tmp_path / "columns")
+    monkeypatch.setattr(connection, "_COLUMNS_LIBRARY", None)
+    values = convert(tmp_path / "data", tmp_path / "values")
+    assert (columns.rows, columns.duplicates) == (values.rows, values.duplicates) == (8396, 1)
+    assert columns.db.read_bytes() == values.db.read_bytes()
 
 
 def test_databases_are_written_by_the_bundled_sqlite(a1_data, tmp_path):

@@ -428,9 +428,25 @@ def abandon(conn: connection.Connection, tmp: Path) -> None:
 
 
 def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
-    """Insert ROWS (trend_data's columns, in order) in table order, many rows to a statement; returns how
-    many were inserted (INSERT OR IGNORE: a duplicate key keeps the row inserted first)."""
+    """Insert ROWS (trend_data's columns, in order) in table order; returns how many were inserted (INSERT
+    OR IGNORE: a duplicate key keeps the row inserted first)."""
     before = conn.total_changes
+    if conn.reads_columns:
+        arrays = [_plain(rows[name]) for name in rows.column_names]
+        conn.insert_columns(schema.insert_trend_columns(len(arrays)), arrays)
+    else:
+        _insert_values(conn, rows, stats)
+    return conn.total_changes - before
+
+
+def _plain(column: pa.ChunkedArray) -> pa.Array:
+    """One int64 or float64 array, as trendconv_columns reads them."""
+    array = column.combine_chunks()
+    return array if array.type in (pa.int64(), pa.float64()) else array.cast(pa.int64())
+
+
+def _insert_values(conn: connection.Connection, rows: pa.Table, stats) -> None:
+    """The same rows bound as Python values, many rows to a statement."""
     width = len(rows.column_names)
     per_statement = min(_BATCH_ROWS, _MAX_PARAMETERS // width)
     flat = list(chain.from_iterable(zip(*(rows[name].to_pylist() for name in rows.column_names))))
@@ -441,7 +457,6 @@ def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
         conn.executemany(statement, (flat[start : start + chunk] for start in range(0, whole, chunk)))
     if whole < len(flat):
         conn.execute(schema.insert_trend(stats, (len(flat) - whole) // width), flat[whole:])
-    return conn.total_changes - before
 
 
 def prepare_build(out_dir: Path, db_name: str) -> Path:

@@ -7,22 +7,44 @@ databases that any SQLite reads; the plugin and the tests read them with Python'
 
 `Connection` keeps the part of the sqlite3 interface the builders use, with its transactions: a
 statement other than a PRAGMA opens one if none is open, and `commit` ends it.
+
+Where trendconv's SQLite extension `trendconv_columns` was built (trendconv/load/_columns.c), each
+connection loads it, and `insert_columns` runs an INSERT over Arrow arrays read by SQLite straight from
+their buffers. Without it, the builders bind the same rows as Python values, more slowly.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import apsw
+import pyarrow as pa
 
 Error = apsw.Error
 FullError = apsw.FullError
 
 
+def _columns_library() -> str | None:
+    spec = importlib.util.find_spec("trendconv.load._columns")
+    return spec.origin if spec is not None else None
+
+
+_COLUMNS_LIBRARY = _columns_library()
+_COLUMNS_ENTRY = "sqlite3_trendconvcolumns_init"
+# The column description _columns.c reads: magic, rows, columns, then per column its kind, data address,
+# validity address (0: none) and offset, all int64.
+_SPEC_MAGIC = 0x736E6D756C6F6374
+_KINDS = {pa.int64(): 0, pa.float64(): 1}
+
+
 class Connection:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, columns: bool = True) -> None:
+        """COLUMNS False leaves trendconv_columns unloaded (tests compare both ways of inserting)."""
         self._conn = apsw.Connection(str(path))
+        self.reads_columns = columns and _load_columns(self._conn)
 
     def execute(self, statement: str, parameters: Sequence = ()) -> apsw.Cursor:
         # Pragmas run outside a transaction: journal_mode, for one, cannot change inside one.
@@ -33,6 +55,15 @@ class Connection:
     def executemany(self, statement: str, parameters: Iterable[Sequence]) -> None:
         self._begin()
         self._conn.executemany(statement, parameters)
+
+    def insert_columns(self, statement: str, arrays: Sequence[pa.Array]) -> None:
+        """Run STATEMENT, an INSERT ... SELECT ... FROM trendconv_columns(?), over the rows of ARRAYS (int64
+        or float64, of one length): column i of ARRAYS is c<i>. Only where `reads_columns`."""
+        spec = pa.py_buffer(_column_spec(arrays))
+        self._begin()
+        # The arrays and the description stay referenced here until the statement has run to its end.
+        for _ in self._conn.execute(statement, (spec.address,)):
+            pass
 
     def commit(self) -> None:
         if self.in_transaction:
@@ -52,3 +83,29 @@ class Connection:
     def _begin(self) -> None:
         if not self.in_transaction:
             self._conn.execute("BEGIN")
+
+
+def _load_columns(conn: apsw.Connection) -> bool:
+    if _COLUMNS_LIBRARY is None:
+        return False
+    conn.enable_load_extension(True)
+    try:
+        conn.load_extension(_COLUMNS_LIBRARY, _COLUMNS_ENTRY)
+    except apsw.Error:
+        return False  # not loadable here (built elsewhere, say): the builders bind Python values instead
+    finally:
+        conn.enable_load_extension(False)
+    return True
+
+
+def _column_spec(arrays: Sequence[pa.Array]) -> bytes:
+    rows = len(arrays[0]) if arrays else 0
+    fields = [_SPEC_MAGIC, rows, len(arrays)]
+    for array in arrays:
+        if len(array) != rows:
+            raise ValueError(f"columns of {rows} and {len(array)} rows")
+        if array.type not in _KINDS:
+            raise TypeError(f"trendconv_columns reads int64 and float64 arrays, not {array.type}")
+        validity, data = array.buffers()[:2]
+        fields += [_KINDS[array.type], data.address if data else 0, validity.address if validity else 0, array.offset]
+    return struct.pack(f"<{len(fields)}q", *fields)

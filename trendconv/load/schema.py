@@ -68,6 +68,13 @@ def insert_trend(stats, rows: int = 1) -> str:
     return f"INSERT OR IGNORE INTO trend_data VALUES {', '.join([values] * rows)}"
 
 
+def insert_trend_columns(width: int) -> str:
+    """INSERT OR IGNORE of the rows trendconv_columns reads from WIDTH Arrow arrays (load.connection), in
+    their order: the same table as `insert_trend` row by row."""
+    columns = ", ".join(f"c{i}" for i in range(width))
+    return f"INSERT OR IGNORE INTO trend_data SELECT {columns} FROM trendconv_columns(?)"
+
+
 CREATE_TABLES = (*DIMENSION_TABLES, trend_data_ddl(STATS))
 
 # Created after the data, as the reference does; the plugin orders it by ROWID, so never WITHOUT ROWID.
