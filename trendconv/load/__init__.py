@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -206,6 +208,48 @@ def _write_failure(exc: connection.Error | OSError) -> str:
     return str(exc)
 
 
+class _Writer:
+    """Inserts trend rows on a thread of its own, in the order they are given, while the loader reads and
+    prepares the next shard: SQLite runs without the GIL, so the two overlap. One thread and a short queue
+    keep the order (and so the database bytes) and bound the rows in flight. A failed insert is raised
+    again by the next `put` or by `close`; later rows are then dropped, as the build is abandoned."""
+
+    _IN_FLIGHT = 2
+
+    def __init__(self, conn: connection.Connection, stats) -> None:
+        self._conn, self._stats = conn, stats
+        self.offered = self.inserted = 0
+        self._error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(self._IN_FLIGHT)
+        self._thread = threading.Thread(target=self._run, name="trendconv-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, rows: pa.Table) -> None:
+        self._raise()
+        self.offered += rows.num_rows
+        self._queue.put(rows)
+
+    def close(self) -> None:
+        """Wait until every row given is inserted (or the first failure, raised here)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._raise()
+
+    def _run(self) -> None:
+        while (rows := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self.inserted += insert_trend(self._conn, rows, self._stats)
+                except BaseException as exc:  # noqa: BLE001 - handed to the loading thread
+                    self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 class TrendDbBuilder:
     """Feed shards in (step, rank) order with `add`, then `finish` to get the database in place."""
 
@@ -226,6 +270,7 @@ class TrendDbBuilder:
         self.seconds = {"finish": 0.0, "index": 0.0}
         self.tmp = prepare_build(out_dir, schema.DB_NAME)
         self._conn = _create(self.tmp)
+        self._writer = _Writer(self._conn, schema.STATS)
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -283,9 +328,7 @@ class TrendDbBuilder:
             }
         ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
         self._prefixes.add(shard.rank, rows)
-        inserted = insert_trend(self._conn, rows, schema.STATS)
-        self.summary.rows += inserted
-        self.summary.duplicates += rows.num_rows - inserted
+        self._writer.put(rows)
 
     def _global_steps(self, table: pa.Table) -> pa.Array:
         if self.micro_step_mode:
@@ -298,6 +341,8 @@ class TrendDbBuilder:
         if self._first is None:
             raise DataError("no shards to load")
         started = time.perf_counter()
+        self._writer.close()
+        self.summary.rows, self.summary.duplicates = self._writer.inserted, self._writer.offered - self._writer.inserted
         self._offset += self._step_micro_steps
         self._write_targets()
         self._conn.execute(schema.CREATE_GLOBAL_STATS)
@@ -325,6 +370,10 @@ class TrendDbBuilder:
         write_tags(self._conn, self._ids.by_metric, names, tags_of, self.summary)
 
     def abort(self) -> None:
+        try:
+            self._writer.close()
+        except BaseException:  # noqa: BLE001, S110 - the failure being handled is the one to report
+            pass
         abandon(self._conn, self.tmp)
 
 
