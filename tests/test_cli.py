@@ -9,7 +9,7 @@ import pytest
 from conftest import A1_CONSTRUCT, A1_DATA, write_file_set
 from test_parse_stage import invoke
 
-from trendconv import __version__, api
+from trendconv import __version__, api, native
 from trendconv.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,7 +18,15 @@ COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db"]
 
 def test_version():
     result = invoke("--version")
-    assert (result.exit_code, result.stdout) == (0, f"trendconv {__version__}\n")
+    assert (result.exit_code, result.stdout) == (
+        0,
+        f"trendconv {__version__} (C parts: dump.json reader yes, SQLite column reader yes)\n",
+    )
+
+
+def test_version_says_which_c_parts_are_missing(monkeypatch):
+    monkeypatch.setattr(native, "PARTS", {**native.PARTS, "SQLite column reader": "trendconv.load._nowhere"})
+    assert native.describe() == "C parts: dump.json reader yes, SQLite column reader no"
 
 
 def test_every_command_is_listed():

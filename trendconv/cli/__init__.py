@@ -124,14 +124,17 @@ def _handles_errors(command):
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"trendconv {__version__}")
+        from trendconv import native
+
+        typer.echo(f"trendconv {__version__} ({native.describe()})")
         raise typer.Exit()
 
 
 @app.callback()
 def _main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and C parts, and exit."),
     ] = False,
 ) -> None:
     """Convert msprobe dump statistics into Trend Analyzer trend databases (*.trend.db), fast."""

@@ -1,0 +1,24 @@
+"""Which of trendconv's optional C parts this install has.
+
+setup.py builds them wherever a C compiler (and, for the second, SQLite's headers) is found; without
+them trendconv gives the same results in Python, a few times more slowly.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+PARTS = {
+    "dump.json reader": "trendconv.dump._extract",
+    "SQLite column reader": "trendconv.load._columns",
+}
+
+
+def built() -> dict[str, bool]:
+    """Each C part by name, and whether this install has it (found, not imported: this stays cheap)."""
+    return {name: find_spec(module) is not None for name, module in PARTS.items()}
+
+
+def describe() -> str:
+    """`C parts: dump.json reader yes, SQLite column reader no`."""
+    return "C parts: " + ", ".join(f"{name} {'yes' if present else 'no'}" for name, present in built().items())
