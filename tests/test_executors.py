@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from trendconv.executors import InlineExecutor, ProcessExecutor, default_workers, local_executor
 
 
@@ -99,3 +101,15 @@ def test_the_command_line_imports_the_library_only_when_a_command_runs():
     libraries = "{'pyarrow', 'trendconv.api', 'apsw', 'sqlite3'}"
     code = f"import sys, trendconv.cli; print(sorted({libraries} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1 system\n"), ("4", "4 system\n")])
+def test_importing_trendconv_sets_thread_and_allocator_defaults(given, expected):
+    # Read by numpy's OpenBLAS and by pyarrow when first imported, so they must be set at import; workers inherit
+    # them. A value the user gave wins.
+    env = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+    if given:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = "import os, trendconv; print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['ARROW_DEFAULT_MEMORY_POOL'])"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout == expected
