@@ -6,14 +6,16 @@ the C reader refuses (it says why) goes to the Python path, which gives the rows
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
+import mmap
 import struct
 from decimal import Decimal, localcontext
 from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, V
+from conftest import A1_CONSTRUCT, A1_DATA, T, V
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from random_dumps import dump_trees, write_tree
@@ -304,3 +306,30 @@ def test_number_takes_json_number_tokens_only(token):
     with pytest.raises(ValueError) as raised:
         _extract.number(token)
     assert str(raised.value) == "not a JSON number token"
+
+
+@pytest.fixture
+def guarded():
+    """Writable memory followed by a page that may not be read: text placed at the end of the first part
+    crashes the reader if it reads one byte too far."""
+    size = 4 * mmap.PAGESIZE
+    memory = mmap.mmap(-1, size + mmap.PAGESIZE)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    assert libc.mprotect(address + size, mmap.PAGESIZE, 0) == 0  # PROT_NONE
+    yield memoryview(memory)[:size]
+    libc.mprotect(address + size, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def test_a_document_cut_short_anywhere_is_refused_without_reading_past_its_end(guarded):
+    odd = {"F.odd.0.forward": {"output": [T(math.nan, math.inf, -math.inf, " 2.5 "), None, [V(1.0)], "x", True]}}
+    whole = dump_text({**A1_DATA, **TYPELESS_PARAMETERS, **UNHASHABLE_DATA, **odd}).encode()
+    naming = dump_parse._Naming({}, {})
+    assert len(dump_parse._extracted_rows(whole, naming, STEP_MODE)) == 17  # as the Python path gives
+    size = len(guarded)
+    assert len(whole) < size
+    for end in range(len(whole)):
+        guarded[size - end :] = whole[:end]
+        with pytest.raises(_extract.Refused):
+            dump_parse._extracted_rows(guarded[size - end :], naming, STEP_MODE)

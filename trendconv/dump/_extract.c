@@ -98,6 +98,9 @@ static inline const char *skip_ws(const char *p, const char *end) {
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* Whether P, which may be the end, is on C: a value can be missing where the text is cut short. */
+static inline int at(const Reader *r, const char *p, char c) { return p < r->end && *p == c; }
+
 static int is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 /* The bytes a string holds as they are: printable ASCII but the quote and the backslash. */
@@ -641,7 +644,7 @@ static int put_row(Reader *r, const Group *g, const char *suffix, size_t suffix_
 static const char *slot_item(Reader *r, const char *p, Py_ssize_t position, void *context) {
     const Group *g = context;
     Span s;
-    if (*p == '{') {
+    if (at(r, p, '{')) {
         Tensor t;
         p = read_tensor(r, p, &t);
         if (!p) return NULL;
@@ -671,7 +674,7 @@ typedef struct {
 
 static const char *first_item(Reader *r, const char *p, Py_ssize_t position, void *context) {
     FirstItem *f = context;
-    if (position == 0 && *p == '{') {
+    if (position == 0 && at(r, p, '{')) {
         f->found = 1;
         return read_tensor(r, p, &f->first);
     }
@@ -725,10 +728,10 @@ static const char *parameter_member(Reader *r, const char *p, Span *name, void *
     if (check_unique(r, ps, name) < 0) return NULL;
     Tensor t;
     int chosen = 0;
-    if (*p == '{') {
+    if (at(r, p, '{')) {
         p = read_tensor(r, p, &t);
         chosen = t.type.present;
-    } else if (*p == '[') {
+    } else if (at(r, p, '[')) {
         FirstItem f = {.found = 0};
         p = each_item(r, p, first_item, &f);
         chosen = f.found;
@@ -798,10 +801,10 @@ static const char *field_member(Reader *r, const char *p, Span *key, void *conte
     f->next_group = group + 1;
     set_start(f->group, GROUP_STARTS[group]);
     if (group == 2) {
-        if (*p != '{') return refuse(r, "'parameters' not an object", p), NULL;
+        if (!at(r, p, '{')) return refuse(r, "'parameters' not an object", p), NULL;
         return parameter_rows(r, p, f->group);
     }
-    if (*p != '[') return refuse(r, "list field not a list", p), NULL;
+    if (!at(r, p, '[')) return refuse(r, "list field not a list", p), NULL;
     return each_item(r, p, slot_item, f->group);
 }
 
@@ -887,7 +890,7 @@ static const char *data_member(Reader *r, const char *p, Span *k, void *context)
         refuse(r, "duplicate key", k->start); /* Python keeps the last value at the first position */
         goto done;
     }
-    if (*p != '{') {
+    if (!at(r, p, '{')) {
         Span ignored;
         after = skip_value(r, p, &ignored);
         if (after) r->skip_counts[SKIP_NOT_OBJECT]++;
@@ -916,7 +919,7 @@ static const char *top_member(Reader *r, const char *p, Span *key, void *context
     }
     if (top->data_seen) return refuse(r, "duplicate 'data'", key->start), NULL;
     top->data_seen = 1;
-    if (*p != '{') return refuse(r, "'data' not an object", p), NULL;
+    if (!at(r, p, '{')) return refuse(r, "'data' not an object", p), NULL;
     return each_member(r, p, data_member, NULL);
 }
 
