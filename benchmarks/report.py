@@ -56,11 +56,11 @@ def _scenario_section(result: dict) -> list[str]:
 
 
 def machine_line(machine: dict) -> str:
-    """The machine, Python and both SQLite versions, for the head of a report."""
+    """The machine, Python, both SQLite versions and trendconv's C parts, for the head of a report."""
     return (
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
         f"Python {machine['python']}; trendconv writes with SQLite {machine['sqlite_writer']} (APSW), msprobe with "
-        f"SQLite {machine['sqlite_system']} (Python's sqlite3)."
+        f"SQLite {machine['sqlite_system']} (Python's sqlite3); trendconv's {machine['native']}."
     )
 
 

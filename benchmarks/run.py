@@ -28,6 +28,7 @@ import apsw
 import orjson
 
 from benchmarks.gen_dump import generate
+from trendconv import native
 from trendconv.jsonfile import _quote_bare_tokens
 from trendconv.load import connection, schema
 
@@ -210,6 +211,7 @@ def machine() -> dict:
         "python": platform.python_version(),
         "sqlite_writer": apsw.sqlite_lib_version(),
         "sqlite_system": sqlite3.sqlite_version,
+        "native": native.describe(),
     }
 
 
