@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,7 +136,7 @@ def test_same_names_with_different_ids_are_equal(tmp_path):
 def test_ids_really_differ_in_the_equal_case(tmp_path):
     diff(tmp_path)
     read = "SELECT target_id FROM monitoring_targets ORDER BY target_id"
-    with sqlite3.connect(tmp_path / "a.db") as a, sqlite3.connect(tmp_path / "b.db") as b:
+    with closing(sqlite3.connect(tmp_path / "a.db")) as a, closing(sqlite3.connect(tmp_path / "b.db")) as b:
         assert a.execute(read).fetchall() != b.execute(read).fetchall()
 
 

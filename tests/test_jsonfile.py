@@ -137,7 +137,8 @@ def test_huge_integer_becomes_the_nearest_float():
         (b"", "Expecting value at line 1 column 1"),
         (b'{\n "a": 1,\n "b": \n', "Expecting value at line 4 column 1"),
         (b'{"a": nan}', "Expecting value at line 1 column 7"),
-        (b'{"a": 1,}', "Expecting property name enclosed in double quotes at line 1 column 9"),
+        # (not a trailing comma: Python 3.13's json words that differently)
+        (b'{"a": 1, 2}', "Expecting property name enclosed in double quotes at line 1 column 10"),
         (b'{"a": NaN', "Expecting ',' delimiter at line 1 column 10"),
     ],
 )
