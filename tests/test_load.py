@@ -317,6 +317,7 @@ def test_insert_columns_reads_values_nulls_and_offsets(tmp_path):
     [
         ([pa.array([1, 2]), pa.array([1.0])], ValueError, "columns of 2 and 1 rows"),
         ([pa.array(["x"])], TypeError, "trendconv_columns reads int64 and float64 arrays, not string"),
+        ([pa.array([1])] * 33, ValueError, "trendconv_columns reads 32 columns at most, not 33"),
     ],
 )
 def test_insert_columns_refuses_other_arrays(tmp_path, arrays, error, message):

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from trendconv import api
 from trendconv.cli import app
 from trendconv.errors import DataError
-from trendconv.load import schema
+from trendconv.load import connection, schema
 from trendconv.monitor import rules
 from trendconv.scan.monitor import scan_monitor
 
@@ -631,3 +631,15 @@ def test_full_disk_is_a_clear_error(example, tmp_path, monkeypatch):
         "temporary files, to SQLITE_TMPDIR, TMPDIR or /tmp)\n",
     )
     assert sorted(path.name for path in db.parent.iterdir()) == [".trendconv"]
+
+
+def test_every_stat_column_at_once(tmp_path, monkeypatch):
+    # 4 key columns and all 14 stats: the widest trend_data there is, inserted through trendconv_columns and
+    # bound as Python values alike.
+    stats = ",".join(rules.STATS)
+    values = ",".join(str(index + 0.5) for index in range(len(rules.STATS)))
+    write_run(tmp_path / "data", {"other_0-0.csv": f"vpp_stage,name,step,{stats}\n0,x.weight,0,{values}\n"})
+    db = convert(tmp_path / "data", tmp_path / "columns").load.db
+    assert query(db, "SELECT * FROM trend_data") == [(0, 0, 1, 1, *(index + 0.5 for index in range(14)))]
+    monkeypatch.setattr(connection, "_COLUMNS_LIBRARY", None)
+    assert convert(tmp_path / "data", tmp_path / "values").load.db.read_bytes() == db.read_bytes()

@@ -480,7 +480,7 @@ def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
     """Insert ROWS (trend_data's columns, in order) in table order; returns how many were inserted (INSERT
     OR IGNORE: a duplicate key keeps the row inserted first)."""
     before = conn.total_changes
-    if conn.reads_columns:
+    if conn.reads_columns and rows.num_columns <= connection.COLUMNS_MAX:
         arrays = [_plain(rows[name]) for name in rows.column_names]
         conn.insert_columns(schema.insert_trend_columns(len(arrays)), arrays)
     else:

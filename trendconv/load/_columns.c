@@ -7,16 +7,17 @@
  * (see Spec) that the caller keeps alive, with the buffers it names, until the statement is done. The
  * table exists only on the connection that loaded the extension: trendconv's private build connection.
  *
- * Columns c0..c15; a column the description does not name is NULL. Integer columns are int64, real ones
+ * Columns c0..c31; a column the description does not name is NULL. Integer columns are int64, real ones
  * float64; a column may have an Arrow validity bitmap (a clear bit is NULL).
  */
 #include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT1
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
-#define MAX_COLUMNS 16
+#define MAX_COLUMNS 32 /* trend_data has at most 4 + 14 (every monitor stat); keep load/connection.py in step */
 #define SPEC_MAGIC 0x736e6d756c6f6374LL /* "tcolumns", little-endian */
 
 enum { INT64 = 0, FLOAT64 = 1 };
@@ -48,9 +49,10 @@ typedef struct {
 #define SPEC_COLUMN MAX_COLUMNS /* the hidden argument column */
 
 static int connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **error) {
-    int rc = sqlite3_declare_vtab(db,
-                                  "CREATE TABLE x(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, "
-                                  "c15, spec HIDDEN)");
+    char declaration[16 + 5 * MAX_COLUMNS + 16] = "CREATE TABLE x(";
+    for (int i = 0; i < MAX_COLUMNS; i++) sprintf(declaration + strlen(declaration), "c%d, ", i);
+    strcat(declaration, "spec HIDDEN)");
+    int rc = sqlite3_declare_vtab(db, declaration);
     if (rc != SQLITE_OK) return rc;
     Table *table = sqlite3_malloc(sizeof *table);
     if (!table) return SQLITE_NOMEM;

@@ -38,6 +38,7 @@ _COLUMNS_ENTRY = "sqlite3_trendconvcolumns_init"
 # validity address (0: none) and offset, all int64.
 _SPEC_MAGIC = 0x736E6D756C6F6374
 _KINDS = {pa.int64(): 0, pa.float64(): 1}
+COLUMNS_MAX = 32  # MAX_COLUMNS of _columns.c
 
 
 class Connection:
@@ -58,7 +59,8 @@ class Connection:
 
     def insert_columns(self, statement: str, arrays: Sequence[pa.Array]) -> None:
         """Run STATEMENT, an INSERT ... SELECT ... FROM trendconv_columns(?), over the rows of ARRAYS (int64
-        or float64, of one length): column i of ARRAYS is c<i>. Only where `reads_columns`."""
+        or float64, of one length, COLUMNS_MAX at most): column i of ARRAYS is c<i>. Only where
+        `reads_columns`."""
         spec = pa.py_buffer(_column_spec(arrays))
         self._begin()
         # The arrays and the description stay referenced here until the statement has run to its end.
@@ -99,6 +101,8 @@ def _load_columns(conn: apsw.Connection) -> bool:
 
 
 def _column_spec(arrays: Sequence[pa.Array]) -> bytes:
+    if len(arrays) > COLUMNS_MAX:
+        raise ValueError(f"trendconv_columns reads {COLUMNS_MAX} columns at most, not {len(arrays)}")
     rows = len(arrays[0]) if arrays else 0
     fields = [_SPEC_MAGIC, rows, len(arrays)]
     for array in arrays:
