@@ -671,3 +671,11 @@ def test_temporary_files_are_never_taken_for_results(a1_data, tmp_path):
     dead_build.write_bytes(b"half a database")
     api.load(tmp_path / "work", tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dump_data.trend.db"]
+
+
+def test_a_library_that_will_not_load_leaves_the_values_way(tmp_path, monkeypatch):
+    monkeypatch.setattr(connection, "_COLUMNS_LIBRARY", str(tmp_path / "not-a-library.so"))
+    conn = connection.Connection(tmp_path / "build.db")
+    loaded = conn.reads_columns
+    conn.close()
+    assert loaded is False

@@ -15,6 +15,7 @@ their buffers. Without it, the builders bind the same rows as Python values, mor
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import struct
 from collections.abc import Iterable, Sequence
@@ -90,13 +91,14 @@ class Connection:
 def _load_columns(conn: apsw.Connection) -> bool:
     if _COLUMNS_LIBRARY is None:
         return False
-    conn.enable_load_extension(True)
     try:
+        conn.enable_load_extension(True)
         conn.load_extension(_COLUMNS_LIBRARY, _COLUMNS_ENTRY)
     except apsw.Error:
         return False  # not loadable here (built elsewhere, say): the builders bind Python values instead
     finally:
-        conn.enable_load_extension(False)
+        with contextlib.suppress(apsw.Error):  # a SQLite without extension loading refuses this too
+            conn.enable_load_extension(False)
     return True
 
 
