@@ -238,7 +238,7 @@ def test_extract_returns_arrow_ready_buffers():
         "Skipped.key": "no metric",
     }
     keys, metrics, indexes, local, row_key, offsets, names, stats, count, skipped = _extract.extract(
-        text, {}, infos.__getitem__, rules.raw_stat, dump_parse._SLOT_SKIPS
+        text, {}, infos.__getitem__, rules.raw_stat, dump_parse._SLOT_SKIPS, rules.TENSOR_TYPES, rules.FLOAT_DTYPES
     )
     assert (keys, metrics, indexes, local) == (
         ["Functional.f.0.forward", "M.m.parameters_grad.0"],

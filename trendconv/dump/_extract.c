@@ -2,10 +2,11 @@
  *
  * It does what trendconv.dump.parse does with msgspec and Python loops (dump-format.md §5-§7: tensor
  * slots, eligibility, skip reasons, statistics), for the files it can read exactly: ASCII JSON whose
- * keys, parameter names, tensor types and dtypes hold no escapes, with no duplicate key in `data` or in
- * a parameter object. Anything else raises Refused, and the caller parses the file the Python way, which
- * is also the one that words errors. The per-key rules (names, metrics, micro steps) stay in Python: a
- * callback gives them, and the caller caches them across files.
+ * keys, field and parameter names, tensor types, dtypes and string statistics hold no escapes, with no
+ * repeated key in `data` or in a parameter object, and entry fields in msprobe's order. Anything else
+ * raises Refused, and the caller parses the file the Python way, which also words the errors. The rules
+ * that can change stay in Python: a callback gives each key's (names, metrics, micro steps; the caller
+ * caches them across files), and the eligible tensor types and dtypes are passed in.
  *
  * The rows come back as Arrow-ready buffers (row -> key position as int32, target names as int32
  * offsets and UTF-8 bytes, four float64 statistic columns with validity bitmaps), the per-key values as
@@ -57,6 +58,15 @@ static PyObject *buf_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->data ? 
 
 enum { SKIP_NOT_OBJECT, SKIP_NULL, SKIP_NESTED, SKIP_NON_TENSOR, SKIP_TYPE, SKIP_DTYPE, SKIP_CODES };
 
+#define MAX_WORDS 16
+
+/* A few strings given by the caller (the rules' tensor types or float dtypes), as UTF-8. */
+typedef struct {
+    int count;
+    const char *text[MAX_WORDS];
+    Py_ssize_t len[MAX_WORDS];
+} Words;
+
 typedef struct {
     const char *start, *end;
     /* refusal: a reason and where, for tests and debugging; a Python error is raised instead when set */
@@ -65,6 +75,7 @@ typedef struct {
     int depth;
     /* inputs */
     PyObject *key_cache, *key_info, *raw_stat;
+    Words tensor_types, float_dtypes;
     /* outputs */
     PyObject *keys, *metrics, *indexes, *locals, *seen, *skipped;
     Py_ssize_t skip_counts[SKIP_CODES];
@@ -304,17 +315,27 @@ static inline int span_equals(const Span *s, const char *text, size_t n) {
 
 /* ---------------------------------------------------------------- tensors (§6) and statistics (§7) */
 
-static const char *const TENSOR_TYPES[] = {"torch.Tensor", "mindspore.Tensor", "mindtorch.Tensor", NULL};
-static const char *const FLOAT_DTYPES[] = {"torch.float32", "torch.bfloat16", "torch.float16",
-                                           "BFloat16",      "Float32",        "Float16",       NULL};
-
 typedef struct {
     Span type, dtype, stats[STATS];
 } Tensor;
 
-static int one_of(const Span *s, const char *const *words) {
-    for (; *words; words++)
-        if (span_equals(s, *words, strlen(*words))) return 1;
+static int one_of(const Span *s, const Words *words) {
+    for (int i = 0; i < words->count; i++)
+        if (span_equals(s, words->text[i], (size_t)words->len[i])) return 1;
+    return 0;
+}
+
+/* WORDS from a tuple of str; the tuple keeps the UTF-8 alive for the call. */
+static int words_of(PyObject *tuple, Words *words, const char *name) {
+    if (PyTuple_GET_SIZE(tuple) > MAX_WORDS) {
+        PyErr_Format(PyExc_ValueError, "%s: at most %d", name, MAX_WORDS);
+        return -1;
+    }
+    words->count = (int)PyTuple_GET_SIZE(tuple);
+    for (int i = 0; i < words->count; i++) {
+        words->text[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(tuple, i), &words->len[i]);
+        if (!words->text[i]) return -1;
+    }
     return 0;
 }
 
@@ -356,14 +377,14 @@ static const char *read_tensor(Reader *r, const char *p, Tensor *t) {
 static int tensor_skip(Reader *r, const Tensor *t) {
     if (!t->type.present || t->type.kind != V_STRING) return SKIP_NON_TENSOR;
     if (t->type.escaped) return refuse(r, "escaped tensor type", t->type.start), -2;
-    if (!one_of(&t->type, TENSOR_TYPES)) {
+    if (!one_of(&t->type, &r->tensor_types)) {
         for (const char *c = t->type.start; c + 6 <= t->type.end; c++)
             if (memcmp(c, "Tensor", 6) == 0) return SKIP_TYPE;
         return SKIP_NON_TENSOR;
     }
     if (!t->dtype.present || t->dtype.kind != V_STRING) return SKIP_DTYPE;
     if (t->dtype.escaped) return refuse(r, "escaped dtype", t->dtype.start), -2;
-    return one_of(&t->dtype, FLOAT_DTYPES) ? -1 : SKIP_DTYPE;
+    return one_of(&t->dtype, &r->float_dtypes) ? -1 : SKIP_DTYPE;
 }
 
 /* ---------------------------------------------------------------- numbers
@@ -986,26 +1007,33 @@ static void reader_free(Reader *r) {
 }
 
 PyDoc_STRVAR(extract_doc,
-             "extract(raw, key_cache, key_info, raw_stat, skip_names) -> tuple\n\n"
+             "extract(raw, key_cache, key_info, raw_stat, skip_names, tensor_types, float_dtypes) -> tuple\n\n"
              "The rows of the dump.json bytes RAW. KEY_CACHE maps a key to its rules, KEY_INFO(key) gives\n"
              "them for a key not in it; RAW_STAT(str) is a string statistic's value; SKIP_NAMES names the\n"
-             "slot skip reasons (not_object, null, nested, non_tensor, type, dtype).\n"
+             "slot skip reasons (not_object, null, nested, non_tensor, type, dtype); a tensor gives a row\n"
+             "when its type is one of TENSOR_TYPES and its dtype one of FLOAT_DTYPES (tuples of str).\n"
              "Returns (keys, metrics, indexes, locals, row_key, name_offsets, names, stats, rows, skipped);\n"
              "stats holds (values, validity or None) per statistic. Raises Refused for input it cannot\n"
              "read exactly.");
 
 static PyObject *extract(PyObject *module, PyObject *args) {
     Py_buffer raw;
-    PyObject *key_cache, *key_info, *raw_stat, *skip_names;
-    if (!PyArg_ParseTuple(args, "y*O!OOO!", &raw, &PyDict_Type, &key_cache, &key_info, &raw_stat, &PyTuple_Type,
-                          &skip_names))
+    PyObject *key_cache, *key_info, *raw_stat, *skip_names, *tensor_types, *float_dtypes;
+    if (!PyArg_ParseTuple(args, "y*O!OOO!O!O!", &raw, &PyDict_Type, &key_cache, &key_info, &raw_stat, &PyTuple_Type,
+                          &skip_names, &PyTuple_Type, &tensor_types, &PyTuple_Type, &float_dtypes))
         return NULL;
-    if (PyTuple_GET_SIZE(skip_names) != SKIP_CODES) {
-        PyBuffer_Release(&raw);
-        return PyErr_Format(PyExc_ValueError, "skip_names needs %d names: %s", SKIP_CODES, SKIP_NAMES_DOC);
-    }
     Reader r;
     memset(&r, 0, sizeof r);
+    if (PyTuple_GET_SIZE(skip_names) != SKIP_CODES) {
+        PyErr_Format(PyExc_ValueError, "skip_names needs %d names: %s", SKIP_CODES, SKIP_NAMES_DOC);
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    if (words_of(tensor_types, &r.tensor_types, "tensor_types") < 0 ||
+        words_of(float_dtypes, &r.float_dtypes, "float_dtypes") < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
     r.start = raw.buf;
     r.end = r.start + raw.len;
     r.key_cache = key_cache;

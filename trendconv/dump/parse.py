@@ -194,7 +194,7 @@ def _extracted_rows(raw: bytes, naming: _Naming, options: ParseOptions) -> Extra
         return info
 
     keys, metrics, indexes, local, row_key, offsets, names, stats, count, skipped = _extract.extract(
-        raw, naming.keys, key_rules, rules.raw_stat, _SLOT_SKIPS
+        raw, naming.keys, key_rules, rules.raw_stat, _SLOT_SKIPS, rules.TENSOR_TYPES, rules.FLOAT_DTYPES
     )
     return ExtractedRows(
         keys,
