@@ -855,8 +855,6 @@ static int count_skip(Reader *r, PyObject *reason) {
     return failed;
 }
 
-static int append(PyObject *list, PyObject *item) { return PyList_Append(list, item); }
-
 /* The rows of one object entry; P is on its '{'. */
 static const char *entry_rows(Reader *r, const char *p, PyObject *key, PyObject *info) {
     Span ignored;
@@ -894,8 +892,8 @@ static const char *entry_rows(Reader *r, const char *p, PyObject *key, PyObject 
                 return refuse(r, "is_recompute neither a bool nor null", f.is_recompute.start), NULL;
         }
     }
-    if (!after || append(r->keys, key) < 0 || append(r->metrics, metric) < 0) return NULL;
-    if (append(r->indexes, PyTuple_GET_ITEM(info, 3)) < 0 || append(r->locals, PyTuple_GET_ITEM(info, 4)) < 0)
+    if (!after || PyList_Append(r->keys, key) < 0 || PyList_Append(r->metrics, metric) < 0) return NULL;
+    if (PyList_Append(r->indexes, PyTuple_GET_ITEM(info, 3)) < 0 || PyList_Append(r->locals, PyTuple_GET_ITEM(info, 4)) < 0)
         return NULL;
     return after;
 }
