@@ -8,15 +8,22 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
+COLUMNS = "trendconv.load._columns"  # a SQLite extension: its file is loaded by SQLite, never imported
 PARTS = {
     "dump.json reader": "trendconv.dump._extract",
-    "SQLite column reader": "trendconv.load._columns",
+    "SQLite column reader": COLUMNS,
 }
 
 
+def location(module: str) -> str | None:
+    """The file of a C part, if this install has it (found, not imported: this stays cheap)."""
+    spec = find_spec(module)
+    return spec.origin if spec is not None else None
+
+
 def built() -> dict[str, bool]:
-    """Each C part by name, and whether this install has it (found, not imported: this stays cheap)."""
-    return {name: find_spec(module) is not None for name, module in PARTS.items()}
+    """Each C part by name, and whether this install has it."""
+    return {name: location(module) is not None for name, module in PARTS.items()}
 
 
 def describe() -> str:

@@ -16,7 +16,6 @@ their buffers. Without it, the builders bind the same rows as Python values, mor
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,16 +23,13 @@ from pathlib import Path
 import apsw
 import pyarrow as pa
 
+from trendconv import native
+
 Error = apsw.Error
 FullError = apsw.FullError
 
 
-def _columns_library() -> str | None:
-    spec = importlib.util.find_spec("trendconv.load._columns")
-    return spec.origin if spec is not None else None
-
-
-_COLUMNS_LIBRARY = _columns_library()
+_COLUMNS_LIBRARY = native.location(native.COLUMNS)
 _COLUMNS_ENTRY = "sqlite3_trendconvcolumns_init"
 # The column description _columns.c reads: magic, rows, columns, then per column its kind, data address,
 # validity address (0: none) and offset, all int64.
@@ -43,10 +39,9 @@ COLUMNS_MAX = 32  # MAX_COLUMNS of _columns.c
 
 
 class Connection:
-    def __init__(self, path: Path, *, columns: bool = True) -> None:
-        """COLUMNS False leaves trendconv_columns unloaded (tests compare both ways of inserting)."""
+    def __init__(self, path: Path) -> None:
         self._conn = apsw.Connection(str(path))
-        self.reads_columns = columns and _load_columns(self._conn)
+        self.reads_columns = _load_columns(self._conn)
 
     def execute(self, statement: str, parameters: Sequence = ()) -> apsw.Cursor:
         # Pragmas run outside a transaction: journal_mode, for one, cannot change inside one.
