@@ -7,6 +7,7 @@ renamed into place when complete, so a failed or killed load leaves the previous
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import queue
@@ -370,10 +371,8 @@ class TrendDbBuilder:
         write_tags(self._conn, self._ids.by_metric, names, tags_of, self.summary)
 
     def abort(self) -> None:
-        try:
+        with contextlib.suppress(BaseException):  # the failure being handled is the one to report
             self._writer.close()
-        except BaseException:  # noqa: BLE001, S110 - the failure being handled is the one to report
-            pass
         abandon(self._conn, self.tmp)
 
 
@@ -481,17 +480,11 @@ def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
     OR IGNORE: a duplicate key keeps the row inserted first)."""
     before = conn.total_changes
     if conn.reads_columns and rows.num_columns <= connection.COLUMNS_MAX:
-        arrays = [_plain(rows[name]) for name in rows.column_names]
+        arrays = [rows[name].combine_chunks() for name in rows.column_names]
         conn.insert_columns(schema.insert_trend_columns(len(arrays)), arrays)
     else:
         _insert_values(conn, rows, stats)
     return conn.total_changes - before
-
-
-def _plain(column: pa.ChunkedArray) -> pa.Array:
-    """One int64 or float64 array, as trendconv_columns reads them."""
-    array = column.combine_chunks()
-    return array if array.type in (pa.int64(), pa.float64()) else array.cast(pa.int64())
 
 
 def _insert_values(conn: connection.Connection, rows: pa.Table, stats) -> None:
