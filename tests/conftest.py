@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from trendconv import native
+
 
 def T(norm, mx, mn, mean, *, dtype="torch.float32", type_="torch.Tensor"):  # noqa: N802 - the spec's name
     return {"type": type_, "dtype": dtype, "shape": [2], "Max": mx, "Min": mn, "Mean": mean, "Norm": norm}
@@ -88,3 +90,13 @@ FROM tag_target_mapping x JOIN monitoring_tags g USING (tag_id) JOIN monitoring_
 JOIN monitoring_metrics k ON k.metric_id = g.metric_id
 GROUP BY g.tag_id ORDER BY k.metric_id, g.tag_name, g.category
 """
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests of a C part itself (marked `c_parts`) have nothing to test when TRENDCONV_PURE=1 turns them off."""
+    if not native.pure():
+        return
+    skip = pytest.mark.skip(reason=f"tests a C part, which {native.PURE_ENV}=1 turns off")
+    for item in items:
+        if item.get_closest_marker("c_parts"):
+            item.add_marker(skip)

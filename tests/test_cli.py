@@ -11,12 +11,15 @@ from test_parse_stage import invoke
 
 from trendconv import __version__, api, native
 from trendconv.cli import app
+from trendconv.dump import parse as dump_parse
+from trendconv.load import connection
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db"]
 
 
-def test_version():
+def test_version(monkeypatch):
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
     result = invoke("--version")
     assert (result.exit_code, result.stdout) == (
         0,
@@ -24,7 +27,23 @@ def test_version():
     )
 
 
+def test_version_says_the_c_parts_are_turned_off(monkeypatch):
+    monkeypatch.setenv(native.PURE_ENV, "1")
+    result = invoke("--version")
+    assert (result.exit_code, result.stdout) == (0, f"trendconv {__version__} (C parts: off (TRENDCONV_PURE=1))\n")
+
+
+def test_the_c_parts_are_built_and_used_unless_turned_off(tmp_path):
+    # setup.py builds them wherever a C compiler and SQLite's headers are; without them every test would pass
+    # on the Python paths alone. TRENDCONV_PURE=1 (CI's second run) must turn both off.
+    conn = connection.Connection(tmp_path / "build.db")
+    used = (dump_parse._extract is not None, conn.reads_columns)
+    conn.close()
+    assert used == ((False, False) if native.pure() else (True, True))
+
+
 def test_version_says_which_c_parts_are_missing(monkeypatch):
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
     monkeypatch.setattr(native, "PARTS", {**native.PARTS, "SQLite column reader": "trendconv.load._nowhere"})
     assert native.describe() == "C parts: dump.json reader yes, SQLite column reader no"
 

@@ -289,17 +289,11 @@ def test_build_connection_transactions(tmp_path):
     assert query(tmp_path / "build.db", "SELECT x, y FROM t ORDER BY x") == [(1, "a"), (2, "b")]
 
 
-def test_the_columns_extension_is_loaded(tmp_path):
-    # The install builds it wherever SQLite's headers are; without it every load would bind Python values.
-    conn = connection.Connection(tmp_path / "build.db")
-    assert conn.reads_columns
-    conn.close()
-
-
 INSERT_ABC = "INSERT INTO t SELECT c0, c1, c2 FROM trendconv_columns(?)"
 ZEROS = pa.py_buffer(bytes(24))  # a description's size, without its magic number
 
 
+@pytest.mark.c_parts
 def test_insert_columns_reads_values_nulls_and_offsets(tmp_path):
     conn = connection.Connection(tmp_path / "build.db")
     conn.execute("CREATE TABLE t (a INTEGER, b REAL, c REAL)")
@@ -329,6 +323,7 @@ def test_insert_columns_refuses_other_arrays(tmp_path, arrays, error, message):
     assert str(raised.value) == message
 
 
+@pytest.mark.c_parts
 @pytest.mark.parametrize(
     ("statement", "argument", "message"),
     [

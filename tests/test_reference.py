@@ -22,6 +22,8 @@ from benchmarks.gen_dump import generate
 from trendconv import api
 from trendconv.diff import diff_databases
 
+pytestmark = pytest.mark.reference  # runs msprobe data2db: `-m 'not reference'` skips these
+
 
 def assert_same_as_reference(data: Path, root: Path, *, micro_step: bool, mapping: Path | None = None, seed=0):
     reference = run_msprobe(data, root / "reference", micro_step=micro_step, mapping=mapping, hash_seed=seed)

@@ -24,6 +24,8 @@ from benchmarks.gen_monitor import generate
 from trendconv import api
 from trendconv.diff import diff_databases
 
+pytestmark = pytest.mark.reference  # runs msprobe data2db: `-m 'not reference'` skips these
+
 
 def convert_both(data: Path, root: Path, *, micro_step: bool, mapping: Path | None = None, seed=0, process_num=1):
     reference = run_msprobe(

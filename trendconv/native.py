@@ -1,24 +1,47 @@
 """Which of trendconv's optional C parts this install has.
 
 setup.py builds them wherever a C compiler (and, for the second, SQLite's headers) is found; without
-them trendconv gives the same results in Python, a few times more slowly.
+them trendconv gives the same results in Python, a few times more slowly. `TRENDCONV_PURE=1` turns them
+off, so that the Python twins can be run (and tested) on an install that has the C parts.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from importlib.util import find_spec
+from types import ModuleType
 
+PURE_ENV = "TRENDCONV_PURE"
+EXTRACT = "trendconv.dump._extract"  # a Python extension module
 COLUMNS = "trendconv.load._columns"  # a SQLite extension: its file is loaded by SQLite, never imported
 PARTS = {
-    "dump.json reader": "trendconv.dump._extract",
+    "dump.json reader": EXTRACT,
     "SQLite column reader": COLUMNS,
 }
 
 
+def pure() -> bool:
+    """Whether the user turned the C parts off (any value but empty or 0)."""
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
 def location(module: str) -> str | None:
-    """The file of a C part, if this install has it (found, not imported: this stays cheap)."""
+    """The file of a C part, if this install has it and it is on (found, not imported: this stays cheap)."""
+    if pure():
+        return None
     spec = find_spec(module)
     return spec.origin if spec is not None else None
+
+
+def extension(module: str) -> ModuleType | None:
+    """A C part that is a Python extension module, imported; None where it is missing or turned off."""
+    if location(module) is None:
+        return None
+    try:
+        return importlib.import_module(module)
+    except ImportError:  # built for another Python, say: the Python path gives the same rows
+        return None
 
 
 def built() -> dict[str, bool]:
@@ -27,5 +50,7 @@ def built() -> dict[str, bool]:
 
 
 def describe() -> str:
-    """`C parts: dump.json reader yes, SQLite column reader no`."""
+    """`C parts: dump.json reader yes, SQLite column reader no`, or that TRENDCONV_PURE turned them off."""
+    if pure():
+        return f"C parts: off ({PURE_ENV}={os.environ[PURE_ENV]})"
     return "C parts: " + ", ".join(f"{name} {'yes' if present else 'no'}" for name, present in built().items())

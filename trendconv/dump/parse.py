@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import orjson
 import pyarrow as pa
 
+from trendconv import native
 from trendconv.dump import construct as ct
 from trendconv.dump import decode, rules
 from trendconv.dump.decode import Tensor
@@ -17,10 +18,8 @@ from trendconv.errors import DataError, kind_of, where
 from trendconv.jsonfile import parse_json_bytes, read_bytes
 from trendconv.scan import INT64_MAX, FileSet
 
-try:
-    from trendconv.dump import _extract
-except ImportError:  # installed where it could not be compiled: the Python path gives the same rows
-    _extract = None
+# None where it could not be compiled or TRENDCONV_PURE turns it off: the Python path gives the same rows.
+_extract = native.extension(native.EXTRACT)
 
 
 @dataclass(frozen=True)
