@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 
-def T(norm, mx, mn, mean, *, dtype="torch.float32", type_="torch.Tensor"):  # noqa: N802 - the spec's name
+def T(norm, mx, mn, mean, *, dtype="torch.float32", type_="torch.Tensor"):  # noqa: N802 - the name docs/dump-format.md uses
     return {"type": type_, "dtype": dtype, "shape": [2], "Max": mx, "Min": mn, "Mean": mean, "Norm": norm}
 
 
