@@ -1,7 +1,7 @@
 """Deterministic generator of msprobe statistics-mode dumps (level mix) of a Megatron-style GPT.
 
 Writes ``DIR/step{s}/rank{r}/dump.json`` and ``construct.json`` (``proc{pid}`` with ``--procs``) exactly in the
-layout of the dump-format spec (dump-format.md §1-§3 and §6): Python ``json.dump(indent=1)`` with bare NaN/Infinity,
+layout of docs/dump-format.md §1-§3 and §6: Python ``json.dump(indent=1)`` with bare NaN/Infinity,
 per-name call counters, backward keys tied to their forward twins, ``parameters_grad.<k>`` keys outside
 construct.json, an optimizer phase, and the odd values real dumps contain (nulls, nested lists, non-tensors, int and
 bool tensors, DTensors, strings, ±inf, NaN, values beyond ±1e9).
@@ -397,7 +397,8 @@ def tp_size(ranks: int) -> int:
 
 
 def fake_pid(rank: int, seed: int) -> int:
-    """A stable pid per rank; it grows with the rank so proc directories map back to ranks in order (§1.4)."""
+    """A stable pid per rank; it grows with the rank so proc directories map back to ranks in order
+    (docs/dump-format.md §1.4)."""
     return 2016 + 37 * rank + 101 * (seed % 64)
 
 

@@ -2,7 +2,7 @@
 
 Writes, directly under OUT, one run directory per rank, ``<Mon><DD>_<HH>-<MM>-<SS>-rank<R>-<uuid8>``, holding
 ``<metric>_<start>-<end>.csv`` files of the nine metrics data2db reads (actv, actv_grad, grad_unreduced, grad_reduced,
-exp_avg, exp_avg_sq, param_origin, param_updated, other) exactly as monitor-format.md §2 describes and as msprobe's
+exp_avg, exp_avg_sq, param_origin, param_updated, other) exactly as docs/monitor-format.md §2 describes and as msprobe's
 CSVWriterWithAD writes them: the header once per file, then one append per write (per module for ``actv``), values
 rounded like ``DataFrame.round(6)`` and printed in Python's shortest form (``1e-06``, ``-0.0``, ``nan``, ``inf``),
 ``"[4096, 1, 4096]"`` shapes, ``torch.bfloat16`` dtypes and the all-``nan`` row of every ``None`` output (the bias slot
@@ -13,7 +13,7 @@ what real output directories contain besides (hook files, split ``_part_`` files
 
 Per rank and step there are ``micro_batches * (27 L + 10)`` actv rows, ``micro_batches * (24 L + 8)`` actv_grad
 rows and ``6 L + 3`` rows per weight-side metric for ``L`` local layers of a single chunk holding embedding and
-output layer; this reproduces the row counts of the reference benchmark inputs (spec §14).
+output layer; this reproduces the row counts of the reference benchmark inputs (docs/monitor-format.md §14).
 
 Library: ``generate(out, ranks=..., steps=..., layers=...)``. CLI: ``python -m benchmarks.gen_monitor --help``.
 The same arguments always give the same bytes, whatever ``procs``: every file and step draws from its own
@@ -172,7 +172,8 @@ def shape_cell(shape: tuple[int, ...]) -> str:
 
 
 def columns_of(ops: Sequence[str]) -> tuple[str, ...]:
-    """The monitor's ops filter (§2.3): user order, unknown names dropped, ``norm`` if none left, then shape/dtype."""
+    """The monitor's ops filter (docs/monitor-format.md §2.3): user order, unknown names dropped, ``norm`` if none
+    left, then shape/dtype."""
     kept = []
     for op in ops:
         if op not in OP_SLOT:
@@ -250,7 +251,7 @@ class ChunkBuilder:
     attention branch of a layer is not the total gradient of the residual stream.
     """
 
-    ACT_GRAD = 2e-5  # typical activation gradient (spec example: norm 0.07 over 16.7M elements)
+    ACT_GRAD = 2e-5  # typical activation gradient (msprobe monitor output: norm 0.07 over 16.7M elements)
 
     def __init__(self, dims: Dims, rng: random.Random) -> None:
         self.d, self.rng, self.chunk = dims, rng, Chunk()
@@ -503,7 +504,7 @@ def draw(t: T, r: Callable[[], float], level: float) -> tuple[float, float, floa
 
 
 NAN_STATS = (NAN, NAN, NAN, 0.0, 0.0, NAN, NAN)  # nans is filled in per row
-INF_STATS = (math.inf, -math.inf, math.inf, 0.0, 0.0, NAN, NAN)  # an overflowed gradient, as in the spec example
+INF_STATS = (math.inf, -math.inf, math.inf, 0.0, 0.0, NAN, NAN)  # an overflowed gradient (docs/monitor-format.md §8)
 
 
 def level_of(metric: str, step: int) -> float:
@@ -725,7 +726,8 @@ def pick(metrics: tuple[str, ...], preferred: str) -> str:
 
 
 def header_only_target(opts: Opts) -> tuple[str, tuple[int, int]]:
-    """A metric that has no other file (quirk Q1), else ``actv`` for the step range after the last one."""
+    """A metric that has no other file (docs/monitor-format.md Q1), else ``actv`` for the step range after the last
+    one."""
     missing = [m for m in ALL_NINE if m not in opts.metrics]
     if missing:
         return missing[0], next(iter(file_ranges(opts)))
@@ -859,7 +861,8 @@ def time_tag(when: datetime) -> str:
 
 
 def job_start(seed: int) -> datetime:
-    """A deterministic start time; day <= 28 (a 29 February tag aborts data2db, quirk Q7) and a non-leap year."""
+    """A deterministic start time; day <= 28 (a 29 February tag aborts data2db, docs/monitor-format.md Q7) and a
+    non-leap year."""
     rng = random.Random(f"gen_monitor/{seed}/clock")
     return datetime(
         2025, rng.randint(1, 12), rng.randint(1, 28), rng.randrange(24), rng.randrange(60), rng.randrange(60)

@@ -2,7 +2,7 @@
 
     python -m benchmarks.monitor [--quick] [--large [--large-repeat N]] [--workers 1,2] [--repeat 3] [--msprobe PATH]
 
-Writes benchmarks/RESULTS-monitor.md. The scenarios are those of monitor-format.md §14 (Megatron GPT, two
+Writes benchmarks/RESULTS-monitor.md. The scenarios are those of docs/monitor-format.md §14 (Megatron GPT, two
 micro-batches, all nine metrics, ops min,max,norm,zeros,nans,mean); every number is a median of --repeat runs
 measured on this machine in this run, and msprobe runs with the same --process_num as trendconv's --workers.
 """

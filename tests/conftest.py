@@ -11,7 +11,7 @@ import pytest
 from trendconv import native
 
 
-def T(norm, mx, mn, mean, *, dtype="torch.float32", type_="torch.Tensor"):  # noqa: N802 - the spec's name
+def T(norm, mx, mn, mean, *, dtype="torch.float32", type_="torch.Tensor"):  # noqa: N802 - the name docs/dump-format.md uses
     return {"type": type_, "dtype": dtype, "shape": [2], "Max": mx, "Min": mn, "Mean": mean, "Norm": norm}
 
 

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for small random msprobe dumps that exercise the spec's rules and quirks.
+"""Hypothesis strategies for small random msprobe dumps that exercise the rules and quirks of docs/dump-format.md.
 
 They only make inputs on which the reference converter neither crashes nor differs from us on purpose
 (no null argument lists, no duplicate step numbers, ...), so any difference found is a bug.

@@ -1,7 +1,7 @@
-"""construct.json (dump-format.md §3.2-§3.4): Megatron unpacking, parent table, micro steps, renumbering.
+"""construct.json (docs/dump-format.md §3.2-§3.4): Megatron unpacking, parent table, micro steps, renumbering.
 
-Expected values come from the spec's examples. Cycles and list/object parents are data errors in trendconv
-(the reference crashes with RecursionError/TypeError).
+Expected values come from the rules of docs/dump-format.md and msprobe's behaviour. Cycles and list/object parents
+are data errors in trendconv (the reference crashes with RecursionError/TypeError).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ GPT = "Module.0.module.module.GPTModel"
 LAYER = "Module.0.module.module.decoder.layers.0.TransformerLayer"
 
 
-# ---------------------------------------------------------------- §3.2 Megatron variant
+# ---------------------------------------------------------------- docs/dump-format.md §3.2 Megatron variant
 
 
 def test_megatron_unpack_spec_example():
@@ -89,7 +89,7 @@ def test_construct_top_level_must_be_an_object(obj, kind):
     assert str(info.value) == f"{PATH}: top level is {kind}, expected an object"
 
 
-# ---------------------------------------------------------------- §3.3 pass 1
+# ---------------------------------------------------------------- docs/dump-format.md §3.3 pass 1
 
 
 def test_parent_table_pass_one():
@@ -123,7 +123,7 @@ def test_parent_table_pass_one():
     }
 
 
-# ---------------------------------------------------------------- §3.3 pass 2
+# ---------------------------------------------------------------- docs/dump-format.md §3.3 pass 2
 
 
 MEGATRON_CONSTRUCT = {
@@ -374,7 +374,7 @@ def test_deep_chain_resolves_without_recursion():
     assert set(steps.values()) == {0}
 
 
-# ---------------------------------------------------------------- §3.4 renumbering
+# ---------------------------------------------------------------- docs/dump-format.md §3.4 renumbering
 
 
 def test_resnet_layer1_micro_step_renumbering():

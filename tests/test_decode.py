@@ -107,8 +107,8 @@ ODD_DATA = {
 @pytest.mark.parametrize(
     ("name", "data", "construct", "options"),
     [
-        ("spec example A1, micro-step mode", A1_DATA, A1_CONSTRUCT, ParseOptions()),
-        ("spec example A1, step mode", A1_DATA, None, STEP_MODE),
+        ("example A1, micro-step mode", A1_DATA, A1_CONSTRUCT, ParseOptions()),
+        ("example A1, step mode", A1_DATA, None, STEP_MODE),
         ("odd values of every kind", ODD_DATA, None, STEP_MODE),
     ],
 )

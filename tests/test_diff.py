@@ -13,7 +13,7 @@ from trendconv.diff import DiffError, DiffReport, TableDiff, diff_databases
 
 STATS = ("norm", "max", "min", "mean")
 
-# dump-format.md §8.2, in creation order; global_stats is created at the end.
+# docs/dump-format.md §8.2, in creation order; global_stats is created at the end.
 DDL = (
     """CREATE TABLE IF NOT EXISTS monitoring_targets (
     target_id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -78,12 +78,12 @@ def dump_text(data: dict) -> str:
 @pytest.mark.parametrize(
     ("name", "data", "construct", "options"),
     [
-        ("spec example A1, micro-step mode", A1_DATA, A1_CONSTRUCT, ParseOptions()),
-        ("spec example A1, step mode", A1_DATA, None, STEP_MODE),
-        ("spec example A2, micro-step mode", A2_DATA, A2_CONSTRUCT, ParseOptions()),
+        ("example A1, micro-step mode", A1_DATA, A1_CONSTRUCT, ParseOptions()),
+        ("example A1, step mode", A1_DATA, None, STEP_MODE),
+        ("example A2, micro-step mode", A2_DATA, A2_CONSTRUCT, ParseOptions()),
         ("odd values of every kind, is_recompute 1", ODD_DATA, None, STEP_MODE),
         ("a list or an object as type or dtype", UNHASHABLE_DATA, None, STEP_MODE),
-        ("parameters without a type (Q1)", TYPELESS_PARAMETERS, None, STEP_MODE),
+        ("parameters without a type (docs/dump-format.md Q1)", TYPELESS_PARAMETERS, None, STEP_MODE),
         ("a mapping", A1_DATA, None, ParseOptions(micro_step=False, mapping=((".Net", ".N\u00e9t"), ("0", "")))),
     ],
 )

@@ -1,4 +1,4 @@
-"""msprobe JSON reading (dump-format.md §2.1): bare NaN/±Infinity, duplicate keys, stdlib fallbacks, errors.
+"""msprobe JSON reading (docs/dump-format.md §2.1): bare NaN/±Infinity, duplicate keys, stdlib fallbacks, errors.
 
 The bare tokens deliberately become the strings "NaN", "Infinity", "-Infinity" (downstream float() parsing
 gives them the same meaning).
@@ -125,7 +125,7 @@ def test_number_beyond_float_range_is_python_float():
 
 
 def test_huge_integer_becomes_the_nearest_float():
-    """orjson reads integers beyond 64 bits as floats; statistics are floats anyway (§7)."""
+    """orjson reads integers beyond 64 bits as floats; statistics are floats anyway (docs/dump-format.md §7)."""
     result = parse_json_bytes(b"[123456789012345678901234567890]", PATH)
     assert result == [1.2345678901234568e29]
 

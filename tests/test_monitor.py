@@ -1,4 +1,4 @@
-"""Monitor CSV data end to end: discovery, cell rules, the worked example of the spec, quirks, the CLI."""
+"""Monitor CSV data end to end: discovery, cell rules, a worked example, quirks, the CLI."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def write_run(data: Path, files: dict[str, str], run: str = RUN) -> Path:
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
-    """The worked example of monitor-format.md §10."""
+    """A worked example: two metrics, two steps of two micro-batches, NaN and ±inf cells
+    (docs/monitor-format.md §7-§9)."""
     data = tmp_path / "data"
     write_run(data, {"actv_0-1.csv": ACTV, "grad_reduced_0-1.csv": GRAD})
     return data
@@ -174,7 +175,8 @@ def test_shards_are_one_per_csv_file_and_carry_no_ids(example, tmp_path):
 
 
 def test_micro_step_slots_are_the_largest_count_over_all_files(tmp_path):
-    """§7: steps 100 and 105 with two micro-batches → slots 0/1 and 2/3; weight rows sit in the first slot."""
+    """docs/monitor-format.md §7: steps 100 and 105 with two micro-batches → slots 0/1 and 2/3; weight rows sit in
+    the first slot."""
     data = tmp_path / "data"
     actv = "vpp_stage,name,step,micro_step,norm\n" + "".join(
         f"0,a.input,{step},{micro},{step + micro}\n" for step in (100, 105) for micro in (0, 1)
@@ -243,7 +245,8 @@ def test_invalid_rows_are_skipped_and_counted(tmp_path):
 
 
 def test_a_metric_without_rows_is_left_out_with_a_warning(tmp_path):
-    """Q1: msprobe keeps it in global_stats (and may empty trend_data); here it is left out, and said so."""
+    """docs/monitor-format.md Q1: msprobe keeps it in global_stats (and may empty trend_data); here it is left out,
+    and said so."""
     data = tmp_path / "data"
     header_only = "vpp_stage,name,step,micro_step,entropy,shape,dtype\n"
     write_run(data, {"grad_reduced_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,1\n", "actv_0-0.csv": header_only})
@@ -310,7 +313,7 @@ def test_workers_and_hash_seed_do_not_change_the_bytes(example, tmp_path):
     assert (tmp_path / "seed" / "monitor_data.trend.db").read_bytes() == one
 
 
-# --- discovery (§3) -------------------------------------------------------------------------------------------------
+# --- discovery (docs/monitor-format.md §3) --------------------------------------------------------------------------
 
 
 def test_scan_sorts_and_reports_what_it_leaves_out(tmp_path):
@@ -387,7 +390,7 @@ def test_no_run_directory_and_no_csv_are_data_errors(tmp_path):
     assert str(caught.value) == f"{tmp_path / 'bare'}: no monitor data: the run directories hold no metric CSV files"
 
 
-# --- reading CSV files (§3.3) ---------------------------------------------------------------------------------------
+# --- reading CSV files (docs/monitor-format.md §3.3) ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def test_generated_dump_with_a_mapping(tmp_path):
     assert_same_as_reference(tmp_path / "data", tmp_path, micro_step=True, mapping=mapping)
 
 
-# The Trend Analyzer's statements (trend-db-readers.md §4), with their parameters chosen from the data.
+# The Trend Analyzer's statements (docs/trend-db.md §4), with their parameters chosen from the data.
 PLUGIN_STATEMENTS = {
     "S2": ("SELECT * FROM global_stats ORDER BY ROWID DESC LIMIT 1", ()),
     "S3": ("SELECT max_rank, min_step, max_step FROM global_stats ORDER BY ROWID DESC LIMIT 1", ()),

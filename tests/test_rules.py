@@ -1,6 +1,6 @@
-"""Per-key rules (dump-format.md §4-§7): mapping, metric detection, target prefix/index, tensors, values.
+"""Per-key rules (docs/dump-format.md §4-§7): mapping, metric detection, target prefix/index, tensors, values.
 
-Expected values come from the spec's tables and examples, not from running the code.
+Expected values come from the rules of docs/dump-format.md and msprobe's behaviour, not from running the code.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from trendconv.dump.rules import (
 )
 
 
-def T(dtype="torch.float32", type_="torch.Tensor", value=1.0):  # noqa: N802 - the spec's name
+def T(dtype="torch.float32", type_="torch.Tensor", value=1.0):  # noqa: N802 - the name docs/dump-format.md uses
     return {"type": type_, "dtype": dtype, "shape": [2], "Max": value, "Min": value, "Mean": value, "Norm": value}
 
 
@@ -37,11 +37,11 @@ def slots(metric: str, entry: dict) -> list[tuple[str, object]]:
 
 
 def eligible(metric: str, entry: dict) -> list[str]:
-    """The suffixes that give a row (§6), in field order."""
+    """The suffixes that give a row (docs/dump-format.md §6), in field order."""
     return [suffix for suffix, value in slots(metric, entry) if skip_reason(value) is None]
 
 
-# ---------------------------------------------------------------- §4 mapping
+# ---------------------------------------------------------------- docs/dump-format.md §4 mapping
 
 
 def test_mapping_example_telinear():
@@ -77,7 +77,7 @@ def test_mapping_can_rename_parameters_grad_so_no_rule_matches():
     assert classify(name, {}) is None
 
 
-# ---------------------------------------------------------------- §5.1 metric detection
+# ---------------------------------------------------------------- docs/dump-format.md §5.1 metric detection
 
 METRIC_TABLE = [
     ("model.layer1.forward.0", False, FORWARD, "model.layer1.0"),
@@ -133,7 +133,7 @@ def test_classify_parameters_grad_suffix_without_dot():
     assert classify("Module.xparameters_grad", {}) == (PARAMETERS_GRAD, "Module.xparameters_grad")
 
 
-# ---------------------------------------------------------------- §5.2 target prefix and index
+# ---------------------------------------------------------------- docs/dump-format.md §5.2 target prefix and index
 
 PREFIX_TABLE = [
     ("Functional.conv2d.3.forward", "Functional.conv2d", 3),
@@ -180,7 +180,7 @@ def test_split_index_names(name, expected):
     assert split_index(name) == expected
 
 
-# ---------------------------------------------------------------- §6 eligible tensors
+# ---------------------------------------------------------------- docs/dump-format.md §6 eligible tensors
 
 
 @pytest.mark.parametrize(
@@ -407,7 +407,7 @@ def test_list_field_that_is_not_a_list_is_an_error(metric, entry, message):
     assert str(raised.value) == message
 
 
-# ---------------------------------------------------------------- §7 raw values (before clipping)
+# ---------------------------------------------------------------- docs/dump-format.md §7 raw values (before clipping)
 
 INF = math.inf
 

@@ -1,4 +1,4 @@
-"""Scanning DATA for step*/rank*|proc*/dump.json (dump-format.md §1), built in tmp_path.
+"""Scanning DATA for step*/rank*|proc*/dump.json (docs/dump-format.md §1), built in tmp_path.
 
 trendconv sorts directory listings and refuses duplicate step/rank numbers (the reference lets the later
 listed directory win, depending on listing order).

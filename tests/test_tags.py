@@ -1,4 +1,4 @@
-"""Tags of a target name (dump-format.md §8.7): the spec's table, compared as sets, plus rule order."""
+"""Tags of a target name (docs/dump-format.md §8.7): a table of names and tags, compared as sets, plus rule order."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_spec_table(name, tags):
 @pytest.mark.parametrize(
     ("name", "tags"),
     [
-        # appendix A.1 / A.2 targets
+        # targets of the A1 and A2 example dumps (tests/conftest.py, tests/test_parse_stage.py)
         ("Module.net.Net.input.0", "input.0/index, Module/default, net.Net/module"),
         ("Functional.linear.output.0", "output.0/index, Functional.linear/function"),
         ("Module.net.Net.weight", "Net.weight/index, Module/default, net/module"),

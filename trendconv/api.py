@@ -232,7 +232,8 @@ class _InOrderLoader:
 
 
 class _AfterParseLoader(_InOrderLoader):
-    """Monitor data: a step's slots depend on every file (§7), so rows are loaded once all shards are ready."""
+    """Monitor data: a step's slots depend on every file (docs/monitor-format.md §7), so rows are loaded once all
+    shards are ready."""
 
     def shard_ready(self, task: ParseTask, meta: dict) -> None:
         self.ready[task.shard_path] = meta

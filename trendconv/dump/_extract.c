@@ -1,6 +1,6 @@
 /* trendconv.dump._extract: the rows of one dump.json, read in one pass in C.
  *
- * It does what trendconv.dump.parse does with msgspec and Python loops (dump-format.md §5-§7: tensor
+ * It does what trendconv.dump.parse does with msgspec and Python loops (docs/dump-format.md §5-§7: tensor
  * slots, eligibility, skip reasons, statistics), for the files it can read exactly: ASCII JSON whose
  * keys, field and parameter names, tensor types, dtypes and string statistics hold no escapes, with no
  * repeated key in `data` or in a parameter object, and entry fields in msprobe's order. Anything else
@@ -313,7 +313,7 @@ static inline int span_equals(const Span *s, const char *text, size_t n) {
 /* SPAN_IS(span, "literal"): the length is known when compiling */
 #define SPAN_IS(s, literal) span_equals((s), (literal), sizeof(literal) - 1)
 
-/* ---------------------------------------------------------------- tensors (§6) and statistics (§7) */
+/* ------------------------------------------------- tensors and statistics (docs/dump-format.md §6-§7) */
 
 typedef struct {
     Span type, dtype, stats[STATS];
@@ -559,7 +559,7 @@ static int number_value(const Span *s, double *out) {
     return 0;
 }
 
-/* A statistic's float64 value (§7 steps 1-2); *NULL_OUT is set when it has none. */
+/* A statistic's float64 value (docs/dump-format.md §7 steps 1-2); *NULL_OUT is set when it has none. */
 static int stat_value(Reader *r, const Span *s, double *out, int *null_out) {
     *null_out = 0;
     if (!s->present) {
@@ -661,7 +661,7 @@ static int put_row(Reader *r, const Group *g, const char *suffix, size_t suffix_
     return 0;
 }
 
-/* One slot of a list field: a row for an eligible tensor, else a skip count (§6). */
+/* One slot of a list field: a row for an eligible tensor, else a skip count (docs/dump-format.md §6). */
 static const char *slot_item(Reader *r, const char *p, Py_ssize_t position, void *context) {
     const Group *g = context;
     Span s;
@@ -742,7 +742,7 @@ static int check_unique(Reader *r, Parameters *ps, const Span *name) {
     return known ? refuse(r, "duplicate parameter name", name->start) : 0;
 }
 
-/* One parameter: the object itself when it has a `type`, else item 0 of a list of objects (Q1). */
+/* One parameter: the object itself when it has a `type`, else item 0 of a list of objects (docs/dump-format.md Q1). */
 static const char *parameter_member(Reader *r, const char *p, Span *name, void *context) {
     Parameters *ps = context;
     if (name->escaped) return refuse(r, "escaped parameter name", name->start), NULL;
@@ -787,8 +787,8 @@ static const char *parameter_rows(Reader *r, const char *p, const Group *g) {
 typedef enum { FORWARD, BACKWARD, PARAMETERS_GRAD } Metric;
 
 /* A forward or backward entry, read in one pass: each field that gives rows gives them as it is read.
- * msprobe writes them in the order of §6 (input_args or input, output, parameters); other orders, and
- * repeated fields (whose last value would win), are refused, to keep the rows in that order. */
+ * msprobe writes them in the order of docs/dump-format.md §6 (input_args or input, output, parameters); other
+ * orders, and repeated fields (whose last value would win), are refused, to keep the rows in that order. */
 typedef struct {
     Metric kind;
     Group *group;

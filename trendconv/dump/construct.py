@@ -1,6 +1,6 @@
 """construct.json: give every construct key a micro step (its root call) and a per-micro-step name.
 
-Implements dump-format.md §3.2-§3.4. Unlike the reference, cycles and list/object parents are reported
+Implements docs/dump-format.md §3.2-§3.4. Unlike the reference, cycles and list/object parents are reported
 as data errors instead of crashing, and deep chains are resolved without recursion.
 """
 
@@ -15,7 +15,8 @@ _ROOT_PREFIXES = ("Module", "Cell", "optimizer")
 
 
 def unpack_construct(obj, path: Path) -> dict:
-    """The parent mapping, with the Megatron `[parent, micro_step]` form reduced to parents (§3.2)."""
+    """The parent mapping, with the Megatron `[parent, micro_step]` form reduced to parents
+    (docs/dump-format.md §3.2)."""
     if not isinstance(obj, dict):
         raise DataError(f"{path}: top level is {kind_of(obj)}, expected an object")
     if MEGATRON_KEY not in obj:
@@ -84,7 +85,7 @@ def micro_step_count(steps: dict[str, int]) -> int:
 
 
 def renumber(steps: dict[str, int]) -> dict[str, str]:
-    """§3.4: inside each micro step, number each family's calls 0, 1, 2, ... in ordinal order."""
+    """docs/dump-format.md §3.4: inside each micro step, number each family's calls 0, 1, 2, ... in ordinal order."""
     families: dict[tuple[int, str], list[tuple[int, str, str, str]]] = {}
     names = {}
     for key, step in steps.items():

@@ -1,4 +1,5 @@
-"""dump.json as the rules read it: entries of small typed objects holding only the fields §6-§7 use.
+"""dump.json as the rules read it: entries of small typed objects holding only the fields that
+docs/dump-format.md §6-§7 use.
 
 msgspec decodes the file straight into these objects and skips what the rules never read (shapes,
 `requires_grad`, kwargs), which takes about a third less time than building every dict with orjson. A file

@@ -1,4 +1,4 @@
-"""Turn one dump file set into normalized trend rows (no database ids), following §3.5-§7 of the spec."""
+"""Turn one dump file set into normalized trend rows (no database ids), following docs/dump-format.md §3.5-§7."""
 
 from __future__ import annotations
 
@@ -130,7 +130,8 @@ _STATS_OF = operator.attrgetter(*rules.STAT_KEYS)
 
 
 def _stat_column(values) -> pa.Array:
-    """Numbers, booleans and nulls convert in Arrow as §7 says; strings and huge ints need raw_stat."""
+    """Numbers, booleans and nulls convert in Arrow as docs/dump-format.md §7 says; strings and huge ints need
+    raw_stat."""
     try:
         return pa.array(values, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
@@ -335,7 +336,7 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
 
 
 def _name_and_lookup(key: str, naming: _Naming) -> tuple[str | None, str]:
-    """§3.5: the renumbered name (micro-step mode) or the key, with the parameters_grad fallback."""
+    """docs/dump-format.md §3.5: the renumbered name (micro-step mode) or the key, with the parameters_grad fallback."""
     name = naming.names.get(key) if naming.names else key
     if not name and "parameters_grad" in key:
         return key, key.replace(".parameters_grad", ".forward")

@@ -1,4 +1,4 @@
-"""Per-key rules of dump-format.md §4-§7: mapping, metric detection, target naming, tensors, values."""
+"""Per-key rules of docs/dump-format.md §4-§7: mapping, metric detection, target naming, tensors, values."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def apply_mapping(name: str, mapping: tuple[tuple[str, str], ...]) -> str:
 
 
 def classify(name: str, entry: dict) -> tuple[str, str] | None:
-    """The metric of a (mapped) name and the name with the metric words taken out (§5.1)."""
+    """The metric of a (mapped) name and the name with the metric words taken out (docs/dump-format.md §5.1)."""
     if ".forward." in name or name.endswith(".forward"):
         metric = RECOMPUTE if entry.get("is_recompute") else FORWARD
         return metric, name.replace(".forward.", ".").replace(".forward", "")
@@ -50,7 +50,7 @@ def classify(name: str, entry: dict) -> tuple[str, str] | None:
 
 
 def split_index(name: str) -> tuple[str, int]:
-    """§5.2: a trailing all-digit part is the target index (the `micro_step` column)."""
+    """docs/dump-format.md §5.2: a trailing all-digit part is the target index (the `micro_step` column)."""
     head, dot, last = name.rpartition(".")
     if last.isdigit():
         try:
@@ -61,7 +61,7 @@ def split_index(name: str) -> tuple[str, int]:
 
 
 def tensor_groups(metric: str, entry) -> tuple[tuple[str, list | dict], ...]:
-    """The fields rows may come from, in §6 order: (suffix start, values by position or by name).
+    """The fields rows may come from, in docs/dump-format.md §6 order: (suffix start, values by position or by name).
 
     ENTRY is a `decode.Entry`, or for parameters_grad a dict of parameters. A dict group holds
     parameters (name -> value, the tensor chosen by `choose_parameter`); a list group holds tensors
@@ -81,7 +81,7 @@ def tensor_groups(metric: str, entry) -> tuple[tuple[str, list | dict], ...]:
 
 
 def tensor_slots(metric: str, entry) -> Iterator[tuple[str, object]]:
-    """(suffix, value) for every place a row may come from: the §6 table's view of tensor_groups."""
+    """(suffix, value) for every place a row may come from: the docs/dump-format.md §6 table's view of tensor_groups."""
     for start, values in tensor_groups(metric, entry):
         if isinstance(values, dict):
             for name, value in values.items():
@@ -100,7 +100,8 @@ def _list_field(values, field: str) -> list:
 
 
 def choose_parameter(value):
-    """Q1: a parameter is the object itself when it has a `type`, else item 0 of a list of objects."""
+    """docs/dump-format.md Q1: a parameter is the object itself when it has a `type`, else item 0 of a list of
+    objects."""
     if type(value) is Tensor:
         return None if value.type is UNSET else value
     if type(value) is list and value and type(value[0]) is Tensor:
@@ -109,12 +110,12 @@ def choose_parameter(value):
 
 
 def is_eligible(value) -> bool:
-    """§6: a tensor of a supported type and float dtype (the hot path; skip_reason says why not)."""
+    """docs/dump-format.md §6: a tensor of a supported type and float dtype (the hot path; skip_reason says why not)."""
     return type(value) is Tensor and value.type in TENSOR_TYPES and value.dtype in FLOAT_DTYPES
 
 
 def skip_reason(value) -> str | None:
-    """None for an eligible tensor (§6), else why the value gives no row."""
+    """None for an eligible tensor (docs/dump-format.md §6), else why the value gives no row."""
     if type(value) is Tensor:
         kind = value.type
         if kind in TENSOR_TYPES:
@@ -126,7 +127,8 @@ def skip_reason(value) -> str | None:
 
 
 def raw_stat(value) -> float | None:
-    """A statistic as float64 before clipping (§7 steps 1-2): NaN and ±inf kept, non-numbers None."""
+    """A statistic as float64 before clipping (docs/dump-format.md §7 steps 1-2): NaN and ±inf kept, non-numbers
+    None."""
     if isinstance(value, float):
         return value
     if isinstance(value, int):

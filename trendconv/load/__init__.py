@@ -406,7 +406,8 @@ def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Ar
 
 
 def clean_values(column: pa.ChunkedArray) -> pa.Array:
-    """§7 steps 3-5: ±inf to ±(1e9+1), clip to ±1e9, NaN to NULL (as SQLite stores a bound NaN)."""
+    """docs/dump-format.md §7 steps 3-5 (docs/monitor-format.md §8 alike): ±inf to ±(1e9+1), clip to ±1e9, NaN to
+    NULL (as SQLite stores a bound NaN)."""
     values = column.combine_chunks()
     clipped = pc.max_element_wise(pc.min_element_wise(values, schema.VALUE_LIMIT), -schema.VALUE_LIMIT)
     infinite = pc.if_else(pc.greater(values, 0), schema.INF_VALUE, -schema.INF_VALUE)

@@ -1,8 +1,8 @@
 """The load stage for monitor shards: one shard per CSV file, in processing order, into monitor_data.trend.db.
 
-Unlike dump data, a monitor step's slots depend on every file (§7: the micro-step count of an original step
-is the largest over all ranks and metrics), so the builder first reads every shard's footer (`plan`), then
-the rows (`add`). Ids are dense and given in first-seen order; the first row of a duplicate key wins.
+Unlike dump data, a monitor step's slots depend on every file (docs/monitor-format.md §7: the micro-step count of
+an original step is the largest over all ranks and metrics), so the builder first reads every shard's footer
+(`plan`), then the rows (`add`). Ids are dense and given in first-seen order; the first row of a duplicate key wins.
 """
 
 from __future__ import annotations
@@ -88,13 +88,14 @@ def _check_same_options(metas: list[dict]) -> None:
 
 
 def _stats_of(metric: str, metas: list[dict]) -> list[str]:
-    """The union of the stat columns of the metric's files, header-only files included (§4.3)."""
+    """The union of the stat columns of the metric's files, header-only files included (docs/monitor-format.md §4.3)."""
     found = {stat for meta in metas if meta["metric"] == metric for stat in meta["stats"]}
     return [stat for stat in schema.MONITOR_STATS if stat in found]
 
 
 def _rowless_metric_warnings(metas: list[dict], with_rows: Counter) -> list[str]:
-    """Q1: msprobe lists such a metric in global_stats (where the Trend Analyzer cannot find it)."""
+    """docs/monitor-format.md Q1: msprobe lists such a metric in global_stats (where the Trend Analyzer cannot find
+    it)."""
     files = Counter(meta["metric"] for meta in metas if not with_rows[meta["metric"]])
     return [
         f"{metric}: {plural(count, 'CSV file')} without a valid data row; the metric is left out of the database "
@@ -206,7 +207,7 @@ class MonitorDbBuilder:
         return pc.add(pc.index_in(names, pa.array(self._plan.metrics)).cast(pa.int64()), 1).combine_chunks()
 
     def _steps(self, table: pa.Table) -> pa.Array:
-        """§7: the original step, or in micro-step mode its first slot plus the micro step."""
+        """docs/monitor-format.md §7: the original step, or in micro-step mode its first slot plus the micro step."""
         steps = table["step"].combine_chunks()
         if not self._plan.micro_step:
             return steps
@@ -250,7 +251,7 @@ class MonitorDbBuilder:
         return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
 
     def _write_tags(self, names: dict[int, str]) -> None:
-        """§9: tags per metric, in the order the metric's targets were first used."""
+        """docs/monitor-format.md §9: tags per metric, in the order the metric's targets were first used."""
         by_metric = {metric_id: self._by_metric[metric_id] for metric_id in sorted(self._by_metric)}
         write_tags(self._conn, by_metric, names, monitor_tags_of, self.summary)
 

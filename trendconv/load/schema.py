@@ -1,4 +1,4 @@
-"""The trend database schemas (dump-format.md §8.2-§8.3, monitor-format.md §5) and the read indexes.
+"""The trend database schemas (docs/dump-format.md §8.2-§8.3, docs/monitor-format.md §5) and the read indexes.
 
 This is the one place to edit them.
 
@@ -37,7 +37,8 @@ DIMENSION_TABLES = (
     UNIQUE(tag_name, category, metric_id),
     FOREIGN KEY (metric_id) REFERENCES monitoring_metrics(metric_id)
 )""",
-    # The misspelt table name in the foreign key is the reference's (Q19); foreign keys are not enforced.
+    # The misspelt table name in the foreign key is the reference's (docs/dump-format.md Q19); foreign keys are not
+    # enforced.
     """CREATE TABLE IF NOT EXISTS tag_target_mapping (
     tag_id INTEGER NOT NULL,
     target_id INTEGER NOT NULL,
@@ -94,7 +95,7 @@ INSERT_GLOBAL_STATS = f"INSERT INTO global_stats VALUES ({', '.join('?' * (3 + l
 INSERT_TAG = "INSERT INTO monitoring_tags (tag_id, tag_name, category, metric_id) VALUES (?, ?, ?, ?)"
 INSERT_TAG_TARGET = "INSERT INTO tag_target_mapping (tag_id, target_id) VALUES (?, ?)"
 
-# What the Trend Analyzer's queries need (trend-db-readers.md §7); ANALYZE only ever runs after these.
+# What the Trend Analyzer's queries need (docs/trend-db.md §7); ANALYZE only ever runs after these.
 CREATE_INDEXES = (
     "CREATE INDEX IF NOT EXISTS idx_trend_metric_step ON trend_data(metric_id, step)",
     "CREATE INDEX IF NOT EXISTS idx_trend_metric_target ON trend_data(metric_id, target_id)",
@@ -121,7 +122,7 @@ def metric_ids(metrics=METRICS) -> dict[str, int]:
     return {metric: position + 1 for position, metric in enumerate(metrics)}
 
 
-# monitor_data.trend.db (monitor-format.md §5-§6): stat columns as found in the data, in this canonical order.
+# monitor_data.trend.db (docs/monitor-format.md §5-§6): stat columns as found in the data, in this canonical order.
 MONITOR_DB_NAME = "monitor_data.trend.db"
 MONITOR_METRICS = monitor_rules.METRICS
 MONITOR_STATS = monitor_rules.STATS

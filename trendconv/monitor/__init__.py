@@ -1,1 +1,1 @@
-"""The msprobe monitor CSV format (monitor-format.md): cell rules and one CSV file → normalized rows."""
+"""The msprobe monitor CSV format (docs/monitor-format.md): cell rules and one CSV file → normalized rows."""

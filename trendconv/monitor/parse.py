@@ -1,4 +1,4 @@
-"""Turn one monitor CSV file into normalized trend rows (no database ids), following §3.3 and §4.2 of the spec."""
+"""Turn one monitor CSV file into normalized trend rows (no database ids), as docs/monitor-format.md §3.3, §4.2 say."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ class MonitorRows:
         return len(self.columns["target_name"])
 
     def micro_steps_per_step(self) -> list[list[int]]:
-        """[original step, micro-step count] pairs (§7): max(micro_step + 1), 1 without the column."""
+        """[original step, micro-step count] pairs (docs/monitor-format.md §7): max(micro_step + 1), 1 without the
+        column."""
         if not len(self):
             return []
         low, high = pc.min_max(self.columns["step"]).values()

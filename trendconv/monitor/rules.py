@@ -1,4 +1,4 @@
-"""Cell rules of monitor CSV files (monitor-format.md §3.3, §4.2, §8): what pandas and the reference make of text.
+"""Cell rules of monitor CSV files (docs/monitor-format.md §3.3, §4.2, §8): what pandas and the reference make of text.
 
 The reference reads each file with pandas `read_csv` defaults, so a cell's meaning depends on the type pandas
 infers for its whole column. Columns arrive here as text; each rule first finds that type, then converts.
@@ -13,7 +13,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# Canonical orders (§4.2, §4.4): metric ids and trend_data stat columns follow them.
+# Canonical orders (docs/monitor-format.md §4.2, §4.4): metric ids and trend_data stat columns follow them.
 METRICS = (
     "actv",
     "actv_grad",
@@ -79,7 +79,8 @@ def stats_of(header: list[str]) -> list[str]:
 
 
 def stat_values(column: pa.Array) -> pa.Array:
-    """§8 steps 1-2 as float64: numbers and number text convert, NA cells are NaN, other text is null."""
+    """docs/monitor-format.md §8 steps 1-2 as float64: numbers and number text convert, NA cells are NaN, other
+    text is null."""
     try:
         return pc.cast(column, pa.float64())  # Arrow reads the NA spellings it knows ('nan') as NaN too
     except pa.ArrowInvalid:

@@ -1,4 +1,4 @@
-"""Scan a DATA directory for step*/rank*|proc*/dump.json file sets (dump-format.md §1), deterministically."""
+"""Scan a DATA directory for step*/rank*|proc*/dump.json file sets (docs/dump-format.md §1), deterministically."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def _items_of(step_path: Path) -> tuple[list[tuple[int, str]], list[str]]:
 
 
 def _map_procs(items: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """§1.4: ranks ascending, then procs ascending renumbered from (largest rank + 1), or 0."""
+    """docs/dump-format.md §1.4: ranks ascending, then procs ascending renumbered from (largest rank + 1), or 0."""
     ranks = sorted((item for item in items if item[1].startswith("rank")), key=lambda item: item[0])
     procs = sorted((item for item in items if item[1].startswith("proc")), key=lambda item: item[0])
     start = ranks[-1][0] + 1 if ranks else 0

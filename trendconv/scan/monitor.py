@@ -1,4 +1,4 @@
-"""Scan a DATA directory for msprobe monitor CSV files (monitor-format.md §3), deterministically.
+"""Scan a DATA directory for msprobe monitor CSV files (docs/monitor-format.md §3), deterministically.
 
 The reference lists directories in raw file-system order and lets the last listed run of a rank win; here
 every listing is sorted, a rank's newest run is used, and everything left out is reported.
@@ -155,7 +155,8 @@ def _accepted_names(run_path: Path):
 
 
 def metric_of(name: str) -> str | None:
-    """§3.2: the metric a file name is accepted for; the name need only start with `<metric>_<a>-<b>.csv`."""
+    """docs/monitor-format.md §3.2: the metric a file name is accepted for; the name need only start with
+    `<metric>_<a>-<b>.csv`."""
     parts = name.split("_")
     if len(parts) < 2:
         return None

@@ -1,4 +1,5 @@
-"""Tags of a target name (dump-format.md §8.7, monitor-format.md §9): the filters the Trend Analyzer offers."""
+"""Tags of a target name (docs/dump-format.md §8.7, docs/monitor-format.md §9): the filters the Trend Analyzer
+offers."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _module_tags(body: list[str]) -> list[tuple[str, str]]:
 
 
 def monitor_tags_of(target_name: str) -> list[tuple[str, str]]:
-    """Tags of a monitor target (monitor-format.md §9), walking the parts from last to first, without repeats.
+    """Tags of a monitor target (docs/monitor-format.md §9), walking the parts from last to first, without repeats.
 
     A word is a module tag; a number is a layer tag together with the word before it.
     """
