@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -89,6 +92,22 @@ def test_diff_equal_and_different(tmp_path):
         "  a: #1 max_rank=0, min_step=0, max_step=1, forward='norm,max,min,mean', backward='norm,max,min,mean', "
         "recompute='norm,max,min,mean', parameters_grad='norm,max,min,mean'",
     ]
+
+
+def test_diff_ids_option(tmp_path):
+    write_file_set(tmp_path / "data" / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    a = api.run(tmp_path / "data", tmp_path / "a", api.ParseOptions(), workers=1).load.db
+    b = tmp_path / "b.db"
+    shutil.copyfile(a, b)
+    with closing(sqlite3.connect(b)) as db, db:
+        db.execute("UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'monitoring_targets'")
+    assert (invoke("diff", a, b).exit_code, invoke("diff", a, b, "--ids").exit_code) == (0, 1)
+    assert invoke("diff", a, b, "--ids").stdout == (
+        "1 table differs\n"
+        "sqlite_sequence: 1 row only in a, 1 row only in b\n"
+        "  a: name='monitoring_targets', seq=11\n"
+        "  b: name='monitoring_targets', seq=12\n"
+    )
 
 
 def test_diff_of_a_missing_file(tmp_path):

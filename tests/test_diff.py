@@ -1,4 +1,4 @@
-"""trendconv.diff: two trend databases are compared by names, ids ignored, rows as multisets."""
+"""trendconv.diff: two trend databases are compared by names, ids ignored (unless ids=True), rows as multisets."""
 
 from __future__ import annotations
 
@@ -285,6 +285,58 @@ def test_sequence_indexes_and_statistics_are_ignored(tmp_path):
         db.execute("UPDATE sqlite_sequence SET seq = seq + 1000")
     db.close()
     assert diff_databases(a, b).equal
+
+
+def test_ids_option_compares_the_ids(tmp_path):
+    assert diff_databases(write_db(tmp_path / "a.db"), write_db(tmp_path / "b.db"), ids=True).equal
+    report = diff(tmp_path, ids=True, limit=1)
+    assert report.format() == "\n".join(
+        [
+            "4 tables differ",
+            "monitoring_targets ids: 3 rows only in a, 3 rows only in b",
+            "  a: target_id=1, target_name='Functional.conv2d.input.0', vpp_stage=0, micro_step=0",
+            "  b: target_id=10, target_name='Functional.conv2d.input.0', vpp_stage=0, micro_step=1",
+            "monitoring_metrics ids: 3 rows only in a, 3 rows only in b",
+            "  a: metric_id=2, metric_name='forward'",
+            "  b: metric_id=14, metric_name='recompute'",
+            "monitoring_tags ids: 3 rows only in a, 3 rows only in b",
+            "  a: tag_id=3, metric_id=2",
+            "  b: tag_id=12, metric_id=17",
+            "sqlite_sequence: 3 rows only in a, 3 rows only in b",
+            "  a: name='monitoring_metrics', seq=11",
+            "  b: name='monitoring_metrics', seq=20",
+        ]
+    )
+
+
+def test_ids_option_takes_each_metrics_tag_ids_as_a_set(tmp_path):
+    """msprobe numbers the tags of one metric in hash order: swapping two of them is no difference."""
+    a, b = write_db(tmp_path / "a.db"), write_db(tmp_path / "b.db")
+    with sqlite3.connect(b) as db:  # the forward tags input.0 (3) and output.0 (6) trade ids
+        for table in ("monitoring_tags", "tag_target_mapping"):
+            for old, new in ((3, 100), (6, 3), (100, 6)):
+                db.execute(f"UPDATE {table} SET tag_id = ? WHERE tag_id = ?", (new, old))
+    db.close()
+    assert diff_databases(a, b, ids=True).equal
+    with sqlite3.connect(b) as db:
+        db.execute("UPDATE monitoring_tags SET metric_id = 5 WHERE tag_id = 3")  # forward's output.0 now backward's
+    db.close()
+    assert [diff.table for diff in diff_databases(a, b, ids=True).tables] == ["monitoring_tags", "monitoring_tags ids"]
+    assert diff_databases(a, b, ids=True).tables[1] == TableDiff(
+        "monitoring_tags ids", 1, 1, ("tag_id=3, metric_id=2",), ("tag_id=3, metric_id=5",)
+    )
+
+
+def test_ids_option_compares_sqlite_sequence(tmp_path):
+    a, b = write_db(tmp_path / "a.db"), write_db(tmp_path / "b.db")
+    with sqlite3.connect(b) as db:
+        db.execute("UPDATE sqlite_sequence SET seq = 9 WHERE name = 'monitoring_targets'")
+    db.close()
+    assert diff_databases(a, b).equal
+    row = "name='monitoring_targets', seq="
+    assert diff_databases(a, b, ids=True).tables == (TableDiff("sqlite_sequence", 1, 1, (f"{row}7",), (f"{row}9",)),)
+    plain = write_db(tmp_path / "plain.db", Content(ddl_edit=("AUTOINCREMENT", "")))
+    assert diff_databases(a, plain, ids=True).tables == (TableDiff("sqlite_sequence", note="table only in a"),)
 
 
 def test_diff_does_not_modify_the_files(tmp_path):

@@ -100,7 +100,12 @@ def test_a1_micro_step_contents(a1_data, tmp_path):
         (3, "Module.net.Net.parameters.weight", 0, 0),
         (4, "Functional.linear.input.0", 0, 0),
         (5, "Functional.linear.output.0", 0, 0),
-        (6, "Module.net.Net.weight", 0, 0),
+        (11, "Module.net.Net.weight", 0, 0),  # 6-8: backward re-inserts of 1, 2, 4; 9, 10: recompute's of 4, 5
+    ]
+    assert query(db, "SELECT * FROM sqlite_sequence") == [
+        ("monitoring_metrics", 4),
+        ("monitoring_targets", 11),
+        ("monitoring_tags", 18),
     ]
     assert query(db, "SELECT * FROM global_stats") == [(0, 0, 3, *STATS4)]
     assert query(db, TAGS_BY_NAME) == A1_TAGS_MICRO
@@ -147,26 +152,47 @@ def test_a1_step_mode_contents(a1_data, tmp_path):
         ("Functional.linear.input.0", 1, "recompute", 2.5, 1.5, 0.0, 0.5),
         ("Functional.linear.output.0", 1, "recompute", 5.0, 4.0, -4.0, None),
     ]
-    assert query(db, "SELECT target_name, micro_step FROM monitoring_targets ORDER BY target_id") == [
-        ("Module.net.Net.input.0", 0),
-        ("Module.net.Net.output.0", 0),
-        ("Module.net.Net.parameters.weight", 0),
-        ("Functional.linear.input.0", 0),
-        ("Functional.linear.output.0", 0),
-        ("Module.net.Net.input.0", 1),
-        ("Module.net.Net.output.0", 1),
-        ("Functional.linear.input.0", 1),
-        ("Functional.linear.output.0", 1),
-        ("Module.net.Net.weight", 0),
+    assert query(db, "SELECT * FROM monitoring_targets ORDER BY target_id") == [
+        (1, "Module.net.Net.input.0", 0, 0),
+        (2, "Module.net.Net.output.0", 0, 0),
+        (3, "Module.net.Net.parameters.weight", 0, 0),
+        (4, "Functional.linear.input.0", 0, 0),
+        (5, "Functional.linear.output.0", 0, 0),
+        (6, "Module.net.Net.input.0", 0, 1),
+        (7, "Module.net.Net.output.0", 0, 1),
+        (11, "Functional.linear.input.0", 0, 1),  # 8-10: backward re-inserts
+        (12, "Functional.linear.output.0", 0, 1),
+        (13, "Module.net.Net.weight", 0, 0),
     ]
+    assert query(db, "SELECT seq FROM sqlite_sequence WHERE name = 'monitoring_targets'") == [(13,)]
     assert query(db, "SELECT * FROM global_stats") == [(0, 0, 1, *STATS4)]
     assert query(db, "SELECT count(*) FROM monitoring_tags") == [(18,)]
     assert query(db, "SELECT count(*) FROM tag_target_mapping") == [(35,)]
 
 
+A2_TARGETS_MICRO = [
+    (1, "Module.m.M.input.0", 0, 0),
+    (2, "Module.m.M.parameters.w", 0, 0),
+    (3, "Functional.relu.input.0", 0, 0),
+    (4, "Module.m.M.w", 0, 0),
+    (5, "Module.m.M.w", 0, 1),
+    (6, "Module.m.M.w", 0, 5),
+]
+A2_TARGETS_STEP = [
+    (1, "Module.m.M.input.0", 0, 0),
+    (2, "Module.m.M.parameters.w", 0, 0),
+    (3, "Functional.relu.input.0", 0, 3),
+    (4, "Module.m.M.input.0", 0, 1),
+    (5, "Module.m.M.parameters.w", 0, 1),
+    (6, "Module.m.M.w", 0, 0),
+    (7, "Module.m.M.w", 0, 1),
+    (8, "Module.m.M.w", 0, 5),
+]
+
+
 @pytest.mark.parametrize(
     ("micro_step", "expected_steps", "targets", "links"),
-    [(True, (0, 0, 1), 6, 18), (False, (0, 0, 0), 8, 25)],
+    [(True, (0, 0, 1), A2_TARGETS_MICRO, 18), (False, (0, 0, 0), A2_TARGETS_STEP, 25)],
 )
 def test_a2_parameter_grads_and_duplicate(tmp_path, micro_step, expected_steps, targets, links):
     write_file_set(tmp_path / "data" / "step0" / "rank0", A2_DATA, A2_CONSTRUCT)
@@ -184,7 +210,9 @@ def test_a2_parameter_grads_and_duplicate(tmp_path, micro_step, expected_steps, 
             ("Module.m.M.w", 1, "parameters_grad"),
             ("Module.m.M.w", 5, "parameters_grad"),
         ]
-    assert (summary.rows, summary.duplicates, summary.targets, summary.tag_links) == (8, 1, targets, links)
+    assert (summary.rows, summary.duplicates, summary.targets, summary.tag_links) == (8, 1, len(targets), links)
+    assert query(summary.db, "SELECT * FROM monitoring_targets ORDER BY target_id") == targets
+    assert query(summary.db, "SELECT seq FROM sqlite_sequence WHERE name = 'monitoring_targets'") == [(len(targets),)]
     assert query(summary.db, "SELECT * FROM global_stats") == [(*expected_steps, *STATS4)]
 
 
@@ -674,3 +702,61 @@ def test_a_library_that_will_not_load_leaves_the_values_way(tmp_path, monkeypatc
     loaded = conn.reads_columns
     conn.close()
     assert loaded is False
+
+
+def test_flush_starts_are_key_ends_at_multiples_of_the_batch():
+    """Keys a (rows 0-2), b (3-4), c (5-8), d (9), in two chunks as a shard may be read."""
+    keys = pa.chunked_array([pa.array(list("aaabb")).dictionary_encode(), pa.array(list("ccccd")).dictionary_encode()])
+    # batch 3: a ends at 3; 6 falls inside c, whose end leaves 2 + 4 = 6 rows buffered, at row 9
+    assert load.flush_starts(keys, batch=3) == [3, 9]
+    assert load.flush_starts(keys, batch=5) == [5]
+    assert load.flush_starts(keys, batch=2) == []  # no key ends on an even count of buffered rows
+    assert load.flush_starts(keys, batch=10) == []  # the end of the file is a flush of its own
+    assert load.flush_starts(keys[:0], batch=3) == []
+
+
+def tensors(count: int, value: float) -> list[dict]:
+    return [V(value)] * count
+
+
+def test_ids_follow_msprobe_flushes(tmp_path):
+    """dump-format.md §8.4 on two files, worked out by hand: flushes after 5000 rows and after 10000 (the
+    file crosses 5000 inside key c), and at each file end; forward before backward in each flush; every
+    insert, ignored or not, takes a sequence value."""
+    first = {
+        "Functional.b.0.backward": {"input": tensors(1, 1)},  # B: 5000, after forward's 4999 of the flush
+        "Functional.a.0.forward": {"input_args": tensors(4999, 2), "output": []},  # A.0-4998: 1-4999
+        "Functional.c.0.forward": {"input_args": tensors(5001, 3), "output": []},  # 5001-10001
+        "Functional.d.0.backward": {"input": tensors(4999, 4)},  # 10002-15000
+        "Functional.a.0.backward": {"input": tensors(1, 5)},  # A.0 again, for backward: 15002, ignored
+        "Functional.e.0.forward": {"input_args": tensors(1, 6), "output": []},  # 15001
+    }
+    second = {
+        "Functional.f.0.backward": {"input": tensors(1, 7)},  # 15003
+        "Functional.e.0.backward": {"input": tensors(1, 8)},  # E.0 again: 15004, ignored
+    }
+    write_file_set(tmp_path / "data" / "step0" / "rank0", first)
+    write_file_set(tmp_path / "data" / "step1" / "rank0", second)
+    db = convert(tmp_path / "data", tmp_path, micro_step=False).db
+    named = ("b.input.0", "a.input.0", "a.input.4998", "c.input.0", "c.input.5000", "d.input.0", "d.input.4998")
+    names = ", ".join(f"'Functional.{name}'" for name in (*named, "e.input.0", "f.input.0"))
+    assert query(db, f"SELECT target_name, target_id FROM monitoring_targets WHERE target_name IN ({names})") == [
+        ("Functional.a.input.0", 1),
+        ("Functional.a.input.4998", 4999),
+        ("Functional.b.input.0", 5000),
+        ("Functional.c.input.0", 5001),
+        ("Functional.c.input.5000", 10001),
+        ("Functional.d.input.0", 10002),
+        ("Functional.d.input.4998", 15000),
+        ("Functional.e.input.0", 15001),
+        ("Functional.f.input.0", 15003),
+    ]
+    assert query(db, "SELECT count(*), max(target_id) FROM monitoring_targets") == [(15002, 15003)]
+    assert query(db, "SELECT seq FROM sqlite_sequence WHERE name = 'monitoring_targets'") == [(15004,)]
+    rows = "SELECT step, target_id, metric_id, norm FROM trend_data WHERE target_id IN (1, 15001) ORDER BY 2, 3"
+    assert query(db, rows) == [
+        (0, 1, 1, 2.0),
+        (0, 1, 2, 5.0),
+        (0, 15001, 1, 6.0),
+        (1, 15001, 2, 8.0),
+    ]

@@ -1,6 +1,7 @@
 """Logical equivalence with msprobe data2db (mindstudio-probe 26.2.0) on hand-made and random dumps.
 
-Every table is compared by names (ids may differ; floats exactly; NULL = NULL) with trendconv.diff.
+Every table is compared by names (floats exactly; NULL = NULL) with trendconv.diff, and so are the target ids,
+each metric's tag ids and sqlite_sequence (`ids=True`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from reference import run_msprobe
 from test_parse_stage import A2_CONSTRUCT, A2_DATA, UNHASHABLE_DATA
 
 from benchmarks.gen_dump import generate
-from trendconv import api
+from trendconv import api, shards
 from trendconv.diff import diff_databases
+from trendconv.load import flush_starts
 
 pytestmark = pytest.mark.reference  # runs msprobe data2db: `-m 'not reference'` skips these
 
@@ -29,7 +31,7 @@ def assert_same_as_reference(data: Path, root: Path, *, micro_step: bool, mappin
     reference = run_msprobe(data, root / "reference", micro_step=micro_step, mapping=mapping, hash_seed=seed)
     options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
     ours = api.run(data, root / "ours", options, workers=1).load.db
-    report = diff_databases(reference, ours)
+    report = diff_databases(reference, ours, ids=True)
     assert report.equal, report.format()
 
 
@@ -174,3 +176,28 @@ def test_plugin_statements_give_the_same_results(tmp_path, metric):
         expected = plugin_results(reference, metric, step, rank, tag)
         assert expected["S7 step"] or step == 3  # the chosen views are not empty
         assert plugin_results(ours, metric, step, rank, tag) == expected
+
+
+# Target ids (dump-format.md §8.4): every test above compares them too (diff with ids=True). These use files
+# big enough for msprobe's flushes inside a file, and ranks that are procs (listed after the ranks, by pid).
+FLUSHES = {True: [5000], False: [10000, 15000]}  # where the generated files below flush, per micro-step mode
+
+
+@pytest.fixture(scope="module")
+def big_files(tmp_path_factory) -> Path:
+    """Files of about 16,600 rows, 3 micro-batches, one rank and two procs per step."""
+    data = tmp_path_factory.mktemp("big") / "data"
+    generate(data, steps=2, ranks=3, layers=12, micro_batches=3, seed=8)
+    for step in ("step0", "step1"):
+        (data / step / "rank1").rename(data / step / "proc10")
+        (data / step / "rank2").rename(data / step / "proc5")  # before proc10: pids sort as numbers
+    return data
+
+
+@pytest.mark.parametrize("micro_step", [True, False])
+def test_ids_match_the_reference_with_flushes_inside_files(big_files, tmp_path, micro_step):
+    assert_same_as_reference(big_files, tmp_path, micro_step=micro_step, seed=9)
+    shard_list = shards.list_shards(api.default_work(tmp_path / "ours"))
+    assert [(path.name, flush_starts(shards.read_rows(path)["key"])) for path in shard_list] == [
+        (f"step{step}_rank{rank}.parquet", FLUSHES[micro_step]) for step in (0, 1) for rank in (0, 1, 2)
+    ]

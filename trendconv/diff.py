@@ -1,8 +1,9 @@
 """Compare two trend databases logically: the same rows by names, whatever their surrogate ids.
 
 Ignored: the values of `target_id`, `metric_id` and `tag_id` (each id is replaced by the names it stands for),
-`sqlite_sequence`, indexes and `sqlite_stat*`. Both files are opened read-only, so a diff never changes them.
-Rows are streamed in SQL order and merge-compared, so memory does not grow with the number of trend rows.
+`sqlite_sequence`, indexes and `sqlite_stat*`. With `ids=True` the ids are compared too, as the `ID_VIEWS`
+below. Both files are opened read-only, so a diff never changes them. Rows are streamed in SQL order and
+merge-compared, so memory does not grow with the number of trend rows.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ BY_NAMES = {*OWN_ID, "tag_target_mapping", "trend_data"}  # the tables whose ids
 # Compared as a list in rowid order, columns matched by name and each metric's stat list as a set: msprobe
 # writes monitor metric columns in listing order and stat names in hash order. Every other table: a multiset.
 ORDERED = "global_stats"
+
+# With ids=True: label -> (table, columns), compared as a multiset of rows as stored. Given the same rows by
+# names, equal targets and metrics with their ids mean equal ids everywhere. Tags: only each metric's set of
+# tag ids, since msprobe numbers the tags of one metric in hash order (dump-format.md §8.7).
+ID_VIEWS = {
+    "monitoring_targets ids": ("monitoring_targets", ("target_id", "target_name", "vpp_stage", "micro_step")),
+    "monitoring_metrics ids": ("monitoring_metrics", ("metric_id", "metric_name")),
+    "monitoring_tags ids": ("monitoring_tags", ("tag_id", "metric_id")),
+    "sqlite_sequence": ("sqlite_sequence", ("name", "seq")),
+}
 
 Schema = dict[str, tuple[tuple[str, str], ...]]  # table -> ((column, declared type), ...)
 
@@ -66,8 +77,9 @@ class DiffReport:
         return "\n".join(lines)
 
 
-def diff_databases(a: Path, b: Path, *, limit: int = 5) -> DiffReport:
-    """What differs between the trend databases A and B, with at most LIMIT example rows per side and table."""
+def diff_databases(a: Path, b: Path, *, limit: int = 5, ids: bool = False) -> DiffReport:
+    """What differs between the trend databases A and B, with at most LIMIT example rows per side and table;
+    with IDS, the ids too (`ID_VIEWS`)."""
     a, b = Path(a), Path(b)
     with _open(a) as db_a, _open(b) as db_b:
         schema_a, schema_b = _schema(db_a, a), _schema(db_b, b)
@@ -79,7 +91,27 @@ def diff_databases(a: Path, b: Path, *, limit: int = 5) -> DiffReport:
                 diff = _rows_diff(table, [column for column, _ in schema_a[table]], named, (db_a, a), (db_b, b), limit)
             if diff is not None:
                 diffs.append(diff)
+        if ids:
+            diffs += _id_diffs((db_a, a), (db_b, b), limit)
     return DiffReport(tuple(diffs))
+
+
+def _id_diffs(db_a, db_b, limit: int) -> list[TableDiff]:
+    """The `ID_VIEWS` whose rows differ; a view is left out where its table or columns are not in both files
+    (the schema comparison reports those), except `sqlite_sequence`, whose absence on one side is a difference."""
+    schemas = [_schema(*db, system=True) for db in (db_a, db_b)]
+    diffs = []
+    for label, (table, columns) in ID_VIEWS.items():
+        present = [set(columns) <= {name for name, _ in schema.get(table, ())} for schema in schemas]
+        if not all(present):
+            if table == "sqlite_sequence" and any(present):
+                diffs.append(TableDiff(label, note="table only in a" if present[0] else "table only in b"))
+            continue
+        sql = f"SELECT {', '.join(map(_q, columns))} FROM {_q(table)} ORDER BY {', '.join(map(_q, columns))}"
+        diff = _collect(label, _merge(_read(db_a, sql), _read(db_b, sql)), _listed(columns), limit)
+        if diff is not None:
+            diffs.append(diff)
+    return diffs
 
 
 @contextmanager
@@ -106,11 +138,10 @@ def _read(db: tuple[sqlite3.Connection, Path], sql: str) -> Iterator[tuple]:
         raise DiffError(f"cannot read {path}: {exc}") from exc
 
 
-def _schema(connection: sqlite3.Connection, path: Path) -> Schema:
-    tables = _read(
-        (connection, path),
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND lower(substr(name, 1, 7)) <> 'sqlite_'",
-    )
+def _schema(connection: sqlite3.Connection, path: Path, *, system: bool = False) -> Schema:
+    """Table -> columns; SQLite's own tables (sqlite_sequence, sqlite_stat1, ...) only with SYSTEM."""
+    own = "" if system else " AND lower(substr(name, 1, 7)) <> 'sqlite_'"
+    tables = _read((connection, path), f"SELECT name FROM sqlite_master WHERE type = 'table'{own}")
     return {
         name: tuple((row[1], row[2].upper()) for row in _read((connection, path), f"PRAGMA table_info({_q(name)})"))
         for (name,) in list(tables)
@@ -265,6 +296,13 @@ def _positional(rows_a: Iterable[tuple], rows_b: Iterable[tuple], key: Callable)
 def _stat_sets(row: tuple) -> tuple:
     """A global_stats row with each stat list ('norm,min,max') in sorted order."""
     return tuple(",".join(sorted(value.split(","))) if isinstance(value, str) else value for value in row)
+
+
+def _listed(columns: tuple[str, ...]) -> Callable[[tuple], str]:
+    def render(row: tuple) -> str:
+        return ", ".join(f"{column}={_show(value)}" for column, value in zip(columns, row))
+
+    return render
 
 
 def _numbered(columns: list[str]) -> Callable[[tuple], str]:

@@ -309,15 +309,18 @@ def diff(
     a: Annotated[Path, typer.Argument(metavar="A.db", help="A trend database.")],
     b: Annotated[Path, typer.Argument(metavar="B.db", help="Another trend database.")],
     limit: Annotated[int, typer.Option("--limit", min=1, help="Examples shown per table and side.")] = 5,
+    ids: Annotated[
+        bool, typer.Option("--ids", help="Also compare target and metric ids, each metric's tag ids, sqlite_sequence.")
+    ] = False,
 ) -> None:
-    """Compare two trend databases by names (ids ignored); exit 0 when logically equal, 1 otherwise.
+    """Compare two trend databases by names (ids ignored unless --ids); exit 0 when equal, 1 otherwise.
 
     Example: trendconv diff msprobe_out/dump_data.trend.db out/dump_data.trend.db
     """
     from trendconv import diff as diff_module
 
     try:
-        report_ = diff_module.diff_databases(a, b, limit=limit)
+        report_ = diff_module.diff_databases(a, b, limit=limit, ids=ids)
     except diff_module.DiffError as exc:
         raise DataError(str(exc)) from None
     typer.echo(report_.format())

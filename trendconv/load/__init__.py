@@ -1,8 +1,9 @@
 """The load stage: shards, in (step, rank) order, into one SQLite trend database, deterministically.
 
-Every id is assigned here: targets densely in first-seen order, tags per metric in the order their
-targets were first used. The database is built in a private temporary file in the output directory and
-renamed into place when complete, so a failed or killed load leaves the previous database untouched.
+Every id is assigned here: targets as msprobe data2db numbers them (see `_Ids`), tags in one block per
+metric, each block in the order its targets were first used. The database is built in a private temporary
+file in the output directory and renamed into place when complete, so a failed or killed load leaves the
+previous database untouched.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ PLUGIN_SIZE_LIMIT = 5 * 1024**3
 # 999 parameters per statement.
 _BATCH_ROWS = 64
 _MAX_PARAMETERS = 999
+# msprobe data2db's row buffer (dump-format.md §8.4): where its flushes fall decides the target ids.
+MSPROBE_BATCH_ROWS = 5000
 DB_MODE = 0o640
 
 
@@ -50,25 +53,38 @@ class LoadSummary:
 
 
 class _Ids:
-    """Targets and their per-metric first use, which decide target ids and tag ids.
+    """Target ids as msprobe data2db numbers them (dump-format.md §8.4), and each metric's first uses of
+    targets, which decide the tag ids.
 
-    Work is per shard in Arrow, not per row or per pair: a (name, index) pair is packed into one int64
-    key (the name as a number given on first sight), and `known` holds the key of every target in id
-    order, so `index_in` gives the target ids of a shard's rows and the nulls are the new targets.
-    Arrow's `unique` keeps first-occurrence order, which is the order ids are given in.
+    msprobe gives a target its id when a flush first inserts it; a flush comes after a key that leaves a
+    multiple of 5000 rows in the buffer, and at each file end. A flush inserts, metric by metric in id
+    order, the targets that metric uses for the first time, in first-seen order; every attempted insert
+    takes a sequence value, so a target another metric created first leaves a gap.
+
+    Work is per shard in Arrow, not per row. Each distinct (name, index) gets a *slot* (a dense number in
+    first-seen order): the pair packs into one int64 key (the name as a number given on first sight), and
+    `known` holds the key of every slot in order, so `index_in` gives the slots of a shard's rows and the
+    nulls are the new targets. A use is (metric << 32 | slot); its first row places it in a flush.
     """
 
     _INDEX_BITS = 31
     _INDEX_LIMIT = 1 << _INDEX_BITS
 
     def __init__(self) -> None:
-        self.targets: dict[tuple[str, int], int] = {}
+        self.sequence = 0  # the last value msprobe's AUTOINCREMENT handed out: sqlite_sequence
+        self._slots: dict[tuple[str, int], int] = {}  # (name, index) -> slot, in slot order
+        self._slot_ids = pa.array([], pa.int64())  # slot -> target id
         self._name_numbers: dict[str, int] = {}
         self._names: list[str] = []
-        self._known_keys: list[int] = []  # by target id - 1; a target whose index does not pack: -id
+        self._known_keys: list[int] = []  # by slot; a target whose index does not pack: -(slot + 1)
         self._known = pa.array([], pa.int64())
-        self._uses: list[pa.Array] = []  # (metric << 32 | target id), each first use once, in order
+        self._uses: list[pa.Array] = []  # (metric << 32 | slot), each first use once, in order of first row
         self._used = pa.array([], pa.int64())
+
+    @property
+    def targets(self) -> dict[tuple[str, int], int]:
+        """(name, index) -> target id, in order of first sight."""
+        return dict(zip(self._slots, self._slot_ids.to_pylist()))
 
     @property
     def metric_targets(self) -> int:
@@ -78,42 +94,48 @@ class _Ids:
     @property
     def by_metric(self) -> dict[int, dict[int, None]]:
         """metric id -> target ids (as dict keys), both in order of first use."""
+        ids = self._slot_ids.to_pylist()
         by_metric: dict[int, dict[int, None]] = {}
         for uses in self._uses:
             for use in uses.to_pylist():
-                by_metric.setdefault(use >> 32, {})[use & 0xFFFFFFFF] = None
+                by_metric.setdefault(use >> 32, {})[ids[use & 0xFFFFFFFF]] = None
         return by_metric
 
-    def target_ids(self, names: pa.DictionaryArray, indexes: pa.Array, metric_ids: pa.Array) -> pa.Array:
+    def target_ids(
+        self, names: pa.DictionaryArray, indexes: pa.Array, metric_ids: pa.Array, flushes: list[int]
+    ) -> pa.Array:
+        """The target id of every row of one file's rows (in file order); FLUSHES: the rows at which msprobe
+        flushed inside the file (see `flush_starts`)."""
+        known_slots = len(self._slots)
         if len(indexes) and pc.max(indexes).as_py() >= self._INDEX_LIMIT:
-            row_ids = self._target_ids_unpacked(names, indexes)
+            slots = self._slots_unpacked(names, indexes)
         else:
-            row_ids = self._target_ids_packed(names, indexes)
-        self._note_metric_use(metric_ids, row_ids)
-        return row_ids
+            slots = self._slots_packed(names, indexes)
+        self._insert_new_uses(pc.add(pc.shift_left(metric_ids, 32), slots), flushes, known_slots)
+        return self._slot_ids.take(slots)
 
-    def _target_ids_packed(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
+    def _slots_packed(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
         numbers = pa.array([self._name_number(name) for name in names.dictionary.to_pylist()], pa.int64())
         keys = pc.add(pc.shift_left(numbers.take(names.indices), self._INDEX_BITS), indexes)
         positions = pc.index_in(keys, value_set=self._known)
         if positions.null_count:
             mask = self._INDEX_LIMIT - 1
             for key in pc.unique(keys.filter(positions.is_null())).to_pylist():
-                self._new_target(self._names[key >> self._INDEX_BITS], key & mask)
+                self._new_slot(self._names[key >> self._INDEX_BITS], key & mask)
             self._known = pa.array(self._known_keys, pa.int64())
             positions = pc.index_in(keys, value_set=self._known)
-        return pc.add(positions.cast(pa.int64()), 1)
+        return positions.cast(pa.int64())
 
-    def _target_ids_unpacked(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
+    def _slots_unpacked(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
         """Indexes beyond 31 bits: the pairs of the shard, one by one."""
         pairs = list(zip(pc.take(names.dictionary, names.indices).to_pylist(), indexes.to_pylist()))
-        ids = {}
+        slots = {}
         for pair in pairs:
-            if pair not in ids:
-                known = self.targets.get(pair)
-                ids[pair] = known if known is not None else self._new_target(*pair)
+            if pair not in slots:
+                known = self._slots.get(pair)
+                slots[pair] = known if known is not None else self._new_slot(*pair)
         self._known = pa.array(self._known_keys, pa.int64())
-        return pa.array([ids[pair] for pair in pairs], pa.int64())
+        return pa.array([slots[pair] for pair in pairs], pa.int64())
 
     def _name_number(self, name: str) -> int:
         number = self._name_numbers.get(name)
@@ -122,18 +144,47 @@ class _Ids:
             self._names.append(name)
         return number
 
-    def _new_target(self, name: str, index: int) -> int:
-        target_id = self.targets[(name, index)] = len(self.targets) + 1
+    def _new_slot(self, name: str, index: int) -> int:
+        slot = self._slots[(name, index)] = len(self._slots)
         packs = index < self._INDEX_LIMIT
-        self._known_keys.append((self._name_number(name) << self._INDEX_BITS) + index if packs else -target_id)
-        return target_id
+        self._known_keys.append((self._name_number(name) << self._INDEX_BITS) + index if packs else -(slot + 1))
+        return slot
 
-    def _note_metric_use(self, metric_ids: pa.Array, row_ids: pa.Array) -> None:
-        uses = pc.unique(pc.add(pc.shift_left(metric_ids, 32), row_ids))
-        new = uses.filter(pc.invert(pc.is_in(uses, value_set=self._used)))
-        if len(new):
-            self._uses.append(new)
-            self._used = pa.concat_arrays([self._used, new])
+    def _insert_new_uses(self, uses: pa.Array, flushes: list[int], known_slots: int) -> None:
+        """msprobe's inserts for the uses first seen in this file: each takes the next sequence value, and a
+        slot new in this file gets the value of its first insert as its id."""
+        distinct = pc.unique(uses)
+        new = distinct.filter(pc.invert(pc.is_in(distinct, value_set=self._used)))
+        if not len(new):
+            return
+        self._uses.append(new)
+        self._used = pa.concat_arrays([self._used, new])
+        inserts = _insert_order(new, pc.index_in(new, value_set=uses), flushes)
+        fresh = pa.array(range(known_slots, len(self._slots)), pa.int64())
+        first_insert = pc.index_in(fresh, value_set=pc.bit_wise_and(inserts, 0xFFFFFFFF))
+        ids = pc.add(first_insert.cast(pa.int64()), self.sequence + 1)
+        self._slot_ids = pa.concat_arrays([self._slot_ids, ids])
+        self.sequence += len(inserts)
+
+
+def _insert_order(uses: pa.Array, first_rows: pa.Array, flushes: list[int]) -> pa.Array:
+    """USES (first seen at FIRST_ROWS) in msprobe's insert order: by flush, then metric, then first row."""
+    flush = pa.repeat(pa.scalar(0, pa.int64()), len(uses))
+    for start in flushes:
+        flush = pc.add(flush, pc.greater_equal(first_rows, start).cast(pa.int64()))
+    keys = pa.table({"flush": flush, "metric": pc.shift_right(uses, 32), "row": first_rows})
+    return uses.take(pc.sort_indices(keys, [(name, "ascending") for name in keys.column_names]))
+
+
+def flush_starts(keys: pa.ChunkedArray, batch: int = MSPROBE_BATCH_ROWS) -> list[int]:
+    """The rows of one file that start a new msprobe flush: a flush follows the key that leaves a
+    non-zero multiple of BATCH rows in the buffer, and the buffer empties at each flush, so the flushes
+    fall exactly where a key ends at a multiple of BATCH rows (a key's rows are contiguous, keys unique)."""
+    candidates = range(batch, len(keys), batch)
+    if not candidates:
+        return []
+    around = keys.take([row for start in candidates for row in (start - 1, start)]).to_pylist()
+    return [start for start, before, after in zip(candidates, around[::2], around[1::2]) if before != after]
 
 
 class _KeyPrefixes:
@@ -317,7 +368,8 @@ class TrendDbBuilder:
             return
         metric_ids = _metric_id_column(table, self._metric_ids, shard.path)
         names = table["target_name"].combine_chunks()
-        target_ids = self._ids.target_ids(names, table["micro_step"].combine_chunks(), metric_ids)
+        flushes = flush_starts(table["key"])
+        target_ids = self._ids.target_ids(names, table["micro_step"].combine_chunks(), metric_ids, flushes)
         steps = self._global_steps(table)
         rows = pa.table(
             {
@@ -355,9 +407,12 @@ class TrendDbBuilder:
         )
 
     def _write_targets(self) -> None:
-        targets = ((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())
+        """In id order; then the sequence as msprobe leaves it, past the last id when its last inserts were
+        ignored."""
+        targets = sorted((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())
         self._conn.executemany(schema.INSERT_TARGET, targets)
-        self.summary.targets = len(self._ids.targets)
+        self._conn.execute(schema.SET_TARGET_SEQUENCE, (self._ids.sequence,))
+        self.summary.targets = len(targets)
 
     def _global_stats(self) -> tuple:
         if self.micro_step_mode:
