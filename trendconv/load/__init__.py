@@ -34,7 +34,7 @@ PLUGIN_SIZE_LIMIT = 5 * 1024**3
 # 999 parameters per statement.
 _BATCH_ROWS = 64
 _MAX_PARAMETERS = 999
-# msprobe data2db's row buffer (dump-format.md §8.4): where its flushes fall decides the target ids.
+# msprobe data2db's row buffer (docs/dump-format.md §8.4): where its flushes fall decides the target ids.
 MSPROBE_BATCH_ROWS = 5000
 DB_MODE = 0o640
 
@@ -53,7 +53,7 @@ class LoadSummary:
 
 
 class _Ids:
-    """Target ids as msprobe data2db numbers them (dump-format.md §8.4), and each metric's first uses of
+    """Target ids as msprobe data2db numbers them (docs/dump-format.md §8.4), and each metric's first uses of
     targets, which decide the tag ids.
 
     msprobe gives a target its id when a flush first inserts it; a flush comes after a key that leaves a

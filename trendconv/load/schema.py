@@ -89,7 +89,7 @@ CREATE_GLOBAL_STATS = f"""CREATE TABLE IF NOT EXISTS global_stats (
 INSERT_METRIC = "INSERT OR IGNORE INTO monitoring_metrics (metric_name) VALUES (?)"
 INSERT_TARGET = "INSERT INTO monitoring_targets (target_id, target_name, vpp_stage, micro_step) VALUES (?, ?, ?, ?)"
 INSERT_TREND = insert_trend(STATS)
-# The dump loader gives target ids as msprobe does; its sequence can end past the largest id (§8.4).
+# The dump loader gives target ids as msprobe does; its sequence can end past the largest id (docs/dump-format.md §8.4).
 SET_TARGET_SEQUENCE = "UPDATE sqlite_sequence SET seq = ? WHERE name = 'monitoring_targets'"
 
 
