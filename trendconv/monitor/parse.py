@@ -198,8 +198,8 @@ def _csv_error(exc: pa.ArrowInvalid, path) -> DataError:
 
 def _header_width(raw: bytes, path) -> int:
     start = len(raw) - len(raw.lstrip(b"\r\n"))
-    end = raw.find(b"\n", start)
-    first = _text(raw[start : None if end < 0 else end], path)
+    ends = [end for end in (raw.find(b"\n", start), raw.find(b"\r", start)) if end >= 0]  # pandas ends lines at \r too
+    first = _text(raw[start : min(ends, default=None)], path)
     with _fields_of_any_size():
         return len(next(csv.reader([first])))
 
