@@ -96,7 +96,7 @@ def test_shard_keeps_raw_values_and_metadata(a1_data, tmp_path):
     dump = a1_data / "step1" / "proc4242" / "dump.json"
     construct = a1_data / "step1" / "proc4242" / "construct.json"
     assert meta == {
-        "shard_format": 1,
+        "shard_format": 2,
         "trendconv_version": "0.1.0",
         "input_format": "dump",
         "options": {"micro_step": True, "mapping_sha256": api.ParseOptions(mapping=((".net.", ".n."),)).mapping_sha256},

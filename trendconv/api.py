@@ -12,12 +12,13 @@ from trendconv.dump.parse import ParseOptions
 from trendconv.errors import DataError, UsageError
 from trendconv.executors import Executor, default_workers, prestart
 from trendconv.faults import fault_point
-from trendconv.jsonfile import read_json
+from trendconv.jsonfile import read_python_json
 from trendconv.load import LoadSummary, TrendDbBuilder, load_shards
 from trendconv.load.monitor import MonitorDbBuilder, load_monitor_shards
 from trendconv.parse import ParseSummary, ParseTask, run_parse
 from trendconv.parse.formats import DUMP, FORMATS, MONITOR
 from trendconv.scan import has_dump_data
+from trendconv.scan.fs import check_data, is_file
 from trendconv.scan.monitor import CsvFile, has_monitor_data
 
 __all__ = [
@@ -62,10 +63,10 @@ def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
     """A --mapping file: a JSON object of string → string, applied in file order."""
     if path is None or str(path) == "":
         return ()
-    if not path.is_file():
-        raise UsageError(f"{path}: mapping file not found")
     try:
-        mapping = read_json(path)
+        if not is_file(path):
+            raise UsageError(f"{path}: mapping file not found")
+        mapping = read_python_json(path)  # a bare NaN is a float here, so no string
     except DataError as exc:
         raise UsageError(str(exc)) from None
     if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
@@ -81,8 +82,7 @@ def formats_in_data(data: Path, input_format: str) -> list[str]:
         return [input_format]
     if input_format != AUTO:
         raise UsageError(f"--format {input_format!r}: expected 'auto', 'dump' or 'monitor'")
-    if not data.is_dir():
-        raise UsageError(f"{data}: DATA does not exist" if not data.exists() else f"{data}: DATA is not a directory")
+    check_data(data)
     found = [fmt for fmt, present in ((DUMP, has_dump_data(data)), (MONITOR, has_monitor_data(data))) if present]
     if not found:
         raise DataError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import errno
 import os
+import traceback
 from pathlib import Path
 
 
@@ -39,6 +40,45 @@ class UsageError(TrendconvError):
     exit_status = ExitStatus.USAGE_ERROR
 
 
+class InternalError(TrendconvError):
+    """trendconv's own failure (a bug, a worker pool that broke), never blamed on the input: the message says
+    what failed and where in the code; `detail` holds the traceback, which `trendconv --debug` shows."""
+
+    def __init__(self, message: str, *, detail: str = "", warnings: list[str] | None = None):
+        super().__init__(message, warnings=warnings)
+        self.detail = detail
+
+
+DEBUG_ENV = "TRENDCONV_DEBUG"
+
+
+def internal_error(exc: BaseException, doing: str) -> InternalError:
+    """EXC, an exception trendconv did not expect while DOING (`parsing step0/rank0/dump.json`), as one line.
+
+    A system error on a named file (no permission in WORK, say) is that file's problem, in the system's words.
+    """
+    detail = "".join(traceback.format_exception(exc))
+    if isinstance(exc, OSError) and exc.filename:
+        return InternalError(f"{exc.filename}: {exc.strerror or exc} (while {doing})", detail=detail)
+    place = _code_place(exc)
+    return InternalError(
+        f"internal error while {doing}: {type(exc).__name__}: {exc}{f' (at {place})' if place else ''}; a "
+        f"trendconv bug, not a data error: please report it with the traceback `trendconv --debug ...` shows",
+        detail=detail,
+    )
+
+
+def _code_place(exc: BaseException) -> str | None:
+    """The innermost line of trendconv's own code in EXC's traceback: `trendconv/load/monitor.py:143`."""
+    package = Path(__file__).resolve().parent
+    place = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(package):
+            place = f"trendconv/{path.relative_to(package).as_posix()}:{frame.lineno}"
+    return place
+
+
 def where(path, *, step=None, rank=None, key=None) -> str:
     """Name the place of a problem: the file, then step, rank and key where known."""
     parts = [str(path)]
@@ -60,6 +100,19 @@ def kind_of(value) -> str:
 def plural(count: int, noun: str) -> str:
     """`1 file`, `2 files`: counts in messages."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def cannot_read(path, exc: OSError) -> DataError:
+    """The one error for an input file or directory that cannot be read (`data/step0: cannot read: Permission
+    denied`)."""
+    return DataError(f"{path}: cannot read: {exc.strerror or exc}")
+
+
+def cannot_write(path, exc: OSError) -> OutputError:
+    """The one error for an output (in WORK or the database directory) that cannot be written: a full disk,
+    no permission. It names the file or directory the system names, else PATH."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)  # Arrow's own wording buries the system's
+    return OutputError(f"{exc.filename or path}: cannot write: {reason}")
 
 
 def os_reason(exc: OSError) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import orjson
 
-from trendconv.errors import DataError
+from trendconv.errors import DataError, cannot_read
 
 _STRING_OR_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
 
@@ -22,11 +23,17 @@ def read_json(path: Path):
     return parse_json_bytes(read_bytes(path), path)
 
 
+def read_python_json(path: Path):
+    """A JSON file as Python's json module reads it: bare NaN/±Infinity are floats, not strings. For small files
+    whose values must be strings (--mapping), where a NaN is no string."""
+    return _parse_with_stdlib(read_bytes(path), path, constant=float)
+
+
 def read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
 
 
 def parse_json_bytes(raw: bytes, path: Path):
@@ -49,7 +56,28 @@ def parse_json_bytes(raw: bytes, path: Path):
             return orjson.loads(_quote_bare_tokens(raw, spans))
         except orjson.JSONDecodeError:
             pass
+    return _parse_with_stdlib(raw, path, parse_int=_int_of_any_length)
+
+
+def _int_of_any_length(text: str) -> int | float:
+    """int(); for more digits than it reads (4300), the largest float of that sign. A dump.json integer is a
+    statistic, and one beyond float range is clipped alike either way (rules.raw_stat), as the C reader does."""
+    try:
+        return int(text)
+    except ValueError:
+        return -sys.float_info.max if text.startswith("-") else sys.float_info.max
+
+
+def parse_json_exact(raw: bytes, path: Path):
+    """parse_json_bytes, except that integers beyond 64 bits stay integers, as Python's json reads them (orjson
+    makes them floats). For construct.json, whose parents mean what their type says: an integer is a micro step,
+    a float is none. Only a run of 19 digits can be such an integer; without one, orjson reads the file."""
+    if _LONG_DIGITS.search(raw) is None:
+        return parse_json_bytes(raw, path)
     return _parse_with_stdlib(raw, path)
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def quote_bare_tokens(raw: bytes) -> bytes:
@@ -120,13 +148,15 @@ def _quote_token_match(match: re.Match) -> bytes:
     return b'"' + match.group(1) + b'"' if match.group(1) else match.group()
 
 
-def _parse_with_stdlib(raw: bytes, path: Path):
+def _parse_with_stdlib(raw: bytes, path: Path, constant=str, parse_int=int):
     """Rare inputs orjson refuses but Python accepts (lone surrogates, numbers beyond float range)."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=str)
+        return json.loads(raw.decode("utf-8"), parse_constant=constant, parse_int=parse_int)
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not valid UTF-8 JSON: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise DataError(f"{path}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python reads (4300): msprobe cannot read it either
+        raise DataError(f"{path}: unreadable JSON: {str(exc).partition('; use')[0]}") from None

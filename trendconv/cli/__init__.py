@@ -13,10 +13,11 @@ from typing import Annotated
 
 import orjson
 import typer
+from typer.exceptions import TyperException
 
 from trendconv import __version__
 from trendconv.cli import report
-from trendconv.errors import DataError, ExitStatus, TrendconvError
+from trendconv.errors import DataError, ExitStatus, InternalError, TrendconvError, internal_error
 from trendconv.executors import MAX_WORKERS, prestart
 
 app = typer.Typer(
@@ -110,9 +111,16 @@ def _handles_errors(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            try:
+                return command(*args, **kwargs)
+            except (TrendconvError, typer.Exit, typer.Abort, TyperException):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bug: one line that says so, the traceback with --debug
+                raise internal_error(exc, f"running `trendconv {command.__name__}`") from None
         except TrendconvError as exc:
             report.print_warnings(exc.warnings)
+            if isinstance(exc, InternalError) and report.debugging():
+                typer.echo(exc.detail, err=True, nl=False)
             report.print_error(str(exc))
             raise typer.Exit(int(exc.exit_status)) from None
         except KeyboardInterrupt:
@@ -136,8 +144,12 @@ def _main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and C parts, and exit."),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="On an internal error, print its traceback (also: TRENDCONV_DEBUG=1).")
+    ] = False,
 ) -> None:
     """Convert msprobe dump statistics into Trend Analyzer trend databases (*.trend.db), fast."""
+    report.debug = debug
 
 
 @app.command()

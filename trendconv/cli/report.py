@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 
@@ -9,9 +10,17 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from trendconv.errors import plural
+from trendconv.errors import DEBUG_ENV, plural
 
 _stderr = Console(stderr=True, highlight=False)
+
+
+debug = False  # set by `trendconv --debug`
+
+
+def debugging() -> bool:
+    """Whether to show an internal error's traceback: `trendconv --debug`, or TRENDCONV_DEBUG set (not 0)."""
+    return debug or os.environ.get(DEBUG_ENV, "0") not in ("", "0")
 
 
 def print_error(message: str) -> None:

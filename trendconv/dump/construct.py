@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trendconv import int64
 from trendconv.errors import DataError, kind_of
 
 MEGATRON_KEY = "megatron_micro_step_number"
@@ -55,12 +56,17 @@ def micro_steps(construct: dict, path: Path) -> dict[str, int]:
     for key in construct:
         value = _resolve(key, parents, resolved, path)
         if isinstance(value, int):
+            if not int64.fits(value):
+                raise DataError(
+                    f"{path}: key {key!r}: micro step {value} (where its parent chain ends) does not fit a 64-bit "
+                    "integer"
+                )
             result[key] = int(value)
     return result
 
 
 def _resolve(node, parents: dict, resolved: dict, path: Path):
-    chain: list[str] = []
+    chain: dict[str, None] = {}  # the nodes walked, in order; a dict, so that the cycle test is not a list scan
     while True:
         if isinstance(node, str):
             node = node.replace(".backward", ".forward").replace(".parameters_grad", ".forward")
@@ -73,7 +79,7 @@ def _resolve(node, parents: dict, resolved: dict, path: Path):
             break
         if node in chain:
             raise DataError(f"{path}: cycle in the parent chain at key {node!r}")
-        chain.append(node)
+        chain[node] = None
         node = parents[node]
     for visited in chain:
         resolved[visited] = node

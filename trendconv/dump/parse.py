@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 import orjson
 import pyarrow as pa
 
-from trendconv import native
+from trendconv import int64, native
 from trendconv.dump import construct as ct
 from trendconv.dump import decode, rules
 from trendconv.dump.decode import Tensor
 from trendconv.errors import DataError, kind_of, where
-from trendconv.jsonfile import parse_json_bytes, read_bytes
-from trendconv.scan import INT64_MAX, FileSet
+from trendconv.jsonfile import parse_json_exact, read_bytes
+from trendconv.scan import FileSet
+from trendconv.scan.fs import is_file
 
 # None where it could not be compiled or TRENDCONV_PURE turns it off: the Python path gives the same rows.
 _extract = native.extension(native.EXTRACT)
@@ -59,7 +60,7 @@ class _KeyedRows:
     def _columns(self, take: pa.Array, names: pa.Array, stats: list[pa.Array]) -> dict[str, pa.Array]:
         """The shard's row columns: the key-level ones expanded with Arrow `take` (TAKE: row -> key)."""
         return {
-            "local_micro_step": pa.array(self.key_local, pa.int32()).take(take),
+            "local_micro_step": pa.array(self.key_local, pa.int64()).take(take),
             "metric": pa.array(self.key_metric, pa.string()).dictionary_encode().take(take),
             "target_name": names.dictionary_encode(),
             "micro_step": pa.array(self.key_index, pa.int64()).take(take),
@@ -233,7 +234,7 @@ def _naming(file_set: FileSet, options: ParseOptions) -> _Naming:
     if not options.micro_step:
         return _cached_naming((None, options.mapping), lambda: _Naming({}, {}))
     path = file_set.construct_json
-    if not path.is_file():
+    if not is_file(path):
         raise DataError(
             f"{path}: construct.json not found (step {file_set.step}, rank {file_set.rank}); "
             "micro-step mode needs it, use --no-micro-step to convert without it"
@@ -241,7 +242,7 @@ def _naming(file_set: FileSet, options: ParseOptions) -> _Naming:
     raw = read_bytes(path)
 
     def build() -> _Naming:
-        steps = ct.micro_steps(ct.unpack_construct(parse_json_bytes(raw, path), path), path)
+        steps = ct.micro_steps(ct.unpack_construct(parse_json_exact(raw, path), path), path)
         return _Naming(steps, ct.renumber(steps))
 
     return _cached_naming((hashlib.sha256(raw).digest(), options.mapping), build)
@@ -281,7 +282,7 @@ def _key_info(key: str, naming: _Naming, options: ParseOptions) -> tuple | str:
         return rules.SKIP_NO_METRIC
     metric, stripped = classified
     prefix, index = rules.split_index(stripped)
-    if index > INT64_MAX:
+    if not int64.fits(index):
         raise rules.EntryError(f"target index {index} does not fit a 64-bit integer")
     return metric, metric == rules.FORWARD, prefix, index, naming.steps.get(lookup, 0)
 

@@ -55,8 +55,9 @@ def split_index(name: str) -> tuple[str, int]:
     if last.isdigit():
         try:
             return head, int(last)
-        except ValueError:
-            pass
+        except ValueError:  # digits int() refuses: other scripts' (no number), or more than Python reads (4300)
+            if last.isascii():
+                raise EntryError(f"target index of {len(last)} digits does not fit a 64-bit integer") from None
     return name, 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trendconv import shards
+from trendconv import int64, shards
 from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, OutputError, make_directory, os_reason
 from trendconv.faults import fault_point
@@ -316,7 +316,10 @@ class TrendDbBuilder:
         self._metric_ids = schema.metric_ids()
         self._first: dict | None = None
         self._step: int | None = None
-        self._offset, self._step_micro_steps = 0, 0
+        # The micro-step count of a step is the largest of its file sets'; it may be negative, as msprobe takes a
+        # negative parent in construct.json for a micro step like any other. None until the step's first shard.
+        self._offset, self._step_micro_steps = 0, None
+        self._widest: tuple[int, int, str] = (0, 0, "")  # the farthest micro-step count from 0, and its construct.json
         self._steps: list[int] = []
         self._max_rank = 0
         self.seconds = {"finish": 0.0, "index": 0.0}
@@ -328,7 +331,7 @@ class TrendDbBuilder:
     def add(self, shard: shards.Shard) -> None:
         self._check_consistent(shard)
         self._advance_step(shard.step)
-        self._step_micro_steps = max(self._step_micro_steps, shard.meta["micro_steps"])
+        self._count_micro_steps(shard.meta)
         self._max_rank = max(self._max_rank, shard.rank)
         table = shards.read_rows(shard.path)
         self._insert_rows(shard, table)
@@ -359,9 +362,14 @@ class TrendDbBuilder:
             return
         if self._step is not None and step < self._step:
             raise DataError(f"shards out of order: step {step} after step {self._step}")
-        self._offset += self._step_micro_steps
-        self._step, self._step_micro_steps = step, 0
+        self._offset += self._step_micro_steps or 0
+        self._step, self._step_micro_steps = step, None
         self._steps.append(step)
+
+    def _count_micro_steps(self, meta: dict) -> None:
+        count = meta["micro_steps"]
+        self._step_micro_steps = count if self._step_micro_steps is None else max(self._step_micro_steps, count)
+        self._widest = max(self._widest, (abs(count), count, _construct_json(meta)))
 
     def _insert_rows(self, shard: shards.Shard, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -370,7 +378,7 @@ class TrendDbBuilder:
         names = table["target_name"].combine_chunks()
         flushes = flush_starts(table["key"])
         target_ids = self._ids.target_ids(names, table["micro_step"].combine_chunks(), metric_ids, flushes)
-        steps = self._global_steps(table)
+        steps = self._global_steps(shard, table)
         rows = pa.table(
             {
                 "rank": table["rank"],
@@ -383,10 +391,19 @@ class TrendDbBuilder:
         self._prefixes.add(shard.rank, rows)
         self._writer.put(rows)
 
-    def _global_steps(self, table: pa.Table) -> pa.Array:
-        if self.micro_step_mode:
-            return pc.add(table["local_micro_step"].cast(pa.int64()), self._offset)
-        return table["step"]
+    def _global_steps(self, shard: shards.Shard, table: pa.Table) -> pa.Array:
+        if not self.micro_step_mode:
+            return table["step"]
+        local = table["local_micro_step"].combine_chunks()
+        low, high = (scalar.as_py() for scalar in pc.min_max(local).values())
+        for micro_step in (low, high):
+            if not int64.fits(self._offset + micro_step):
+                raise DataError(
+                    f"{_construct_json(shard.meta)}, step {shard.step}, rank {shard.rank}: micro step {micro_step} "
+                    f"lands on global step {self._offset + micro_step}, which does not fit a 64-bit integer "
+                    f"(--no-micro-step keeps the original step numbers)"
+                )
+        return _shifted(local, self._offset)
 
     @writes_db
     def finish(self) -> LoadSummary:
@@ -396,7 +413,8 @@ class TrendDbBuilder:
         started = time.perf_counter()
         self._writer.close()
         self.summary.rows, self.summary.duplicates = self._writer.inserted, self._writer.offered - self._writer.inserted
-        self._offset += self._step_micro_steps
+        self._offset += self._step_micro_steps or 0
+        self._check_last_step()
         self._write_targets()
         self._conn.execute(schema.CREATE_GLOBAL_STATS)
         self._conn.execute(schema.INSERT_GLOBAL_STATS, self._global_stats())
@@ -414,6 +432,14 @@ class TrendDbBuilder:
         self._conn.execute(schema.SET_TARGET_SEQUENCE, (self._ids.sequence,))
         self.summary.targets = len(targets)
 
+    def _check_last_step(self) -> None:
+        if self.micro_step_mode and not int64.fits(self._offset - 1):
+            _, count, construct = self._widest
+            raise DataError(
+                f"{construct}: {count} micro steps; with those of the other file sets the last global step, "
+                f"{self._offset - 1}, does not fit a 64-bit integer (--no-micro-step keeps the original step numbers)"
+            )
+
     def _global_stats(self) -> tuple:
         if self.micro_step_mode:
             steps = (0, self._offset - 1)
@@ -429,6 +455,21 @@ class TrendDbBuilder:
         with contextlib.suppress(BaseException):  # the failure being handled is the one to report
             self._writer.close()
         abandon(self._conn, self.tmp)
+
+
+def _construct_json(meta: dict) -> str:
+    """The construct.json a dump shard's micro steps came from, as its footer names it (relative to DATA)."""
+    return meta["sources"][-1]["path"]
+
+
+def _shifted(values: pa.Array, offset: int) -> pa.Array:
+    """VALUES + OFFSET, where every sum fits int64 but OFFSET itself may not (negative micro-step counts bring
+    the running offset back): added in parts that do, each partial sum lying between a value and its sum."""
+    while offset:
+        part = min(max(offset, int64.MIN), int64.MAX)
+        values = pc.add(values, pa.scalar(part, pa.int64()))
+        offset -= part
+    return values
 
 
 def load_shards(

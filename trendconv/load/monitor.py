@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trendconv import shards
+from trendconv import int64, shards
 from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, plural
 from trendconv.faults import fault_point
@@ -105,19 +105,34 @@ def _rowless_metric_warnings(metas: list[dict], with_rows: Counter) -> list[str]
 
 
 def _plan_steps(plan: MonitorPlan, metas: list[dict]) -> None:
-    counts: dict[int, int] = {}
+    counts: dict[int, tuple[int, str]] = {}  # per original step: its micro-step count, and a file that has it
     for meta in metas:
         for step, count in meta["micro_steps_per_step"]:
-            counts[step] = max(counts.get(step, 0), count)
+            counts[step] = max(counts.get(step, (0, "")), (count, f"{meta['run_dir']}/{meta['file']}"))
     steps = sorted(counts)
     if plan.micro_step:
-        offset = 0
+        offset, last = 0, None
         for step in steps:
+            _check_slot(offset, last)
             plan.offsets[step] = offset
-            offset += counts[step]
-        plan.min_step, plan.max_step = 0, max(offset - 1, 0)
+            offset += counts[step][0]
+            last = (step, *counts[step])
+        _check_slot(offset - 1, last)
+        # -1 (as msprobe has it) when every micro_step is negative: no slot at all. There are rows: else no database.
+        plan.min_step, plan.max_step = 0, offset - 1
     else:
         plan.min_step, plan.max_step = (steps[0] if steps else 0), max([0, *steps])
+
+
+def _check_slot(slot: int, last: tuple[int, int, str] | None) -> None:
+    """A step's first slot, and the last slot of all, must be 64-bit integers; LAST (step, micro-step count,
+    a file with that count) is the step before, whose slots reach SLOT."""
+    if last is not None and not int64.fits(slot):
+        step, count, file = last
+        raise DataError(
+            f"{file}: step {step}, micro_step {count - 1}: with the micro-step slots of the steps before, "
+            f"the global steps reach {slot}, beyond a 64-bit integer (--no-micro-step keeps the original step numbers)"
+        )
 
 
 class MonitorDbBuilder:

@@ -6,6 +6,7 @@ import csv
 import io
 import re
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ import pyarrow.csv as pacsv
 
 from trendconv.dump.parse import ParseOptions
 from trendconv.dump.rules import apply_mapping
-from trendconv.errors import DataError
+from trendconv.errors import DataError, cannot_read
 from trendconv.monitor import rules
 from trendconv.scan.monitor import CsvFile
 
@@ -45,10 +46,12 @@ class MonitorRows:
             return [[step, 1] for step in sorted(set(self.columns["step"].to_pylist()))]
         if low == high:
             return [[low.as_py(), max(pc.max(self.columns["micro_step"]).as_py() + 1, 0)]]
-        table = pa.table({"step": self.columns["step"], "count": pc.add(self.columns["micro_step"], 1)})
-        counts = table.group_by("step").aggregate([("count", "max")]).sort_by("step")
+        # The + 1 in Python: in int64 a micro_step of 2**63 - 1 would wrap around to the smallest count.
+        table = pa.table({"step": self.columns["step"], "micro_step": self.columns["micro_step"]})
+        largest = table.group_by("step").aggregate([("micro_step", "max")]).sort_by("step")
         return [
-            [step, max(count, 0)] for step, count in zip(counts["step"].to_pylist(), counts["count_max"].to_pylist())
+            [step, max(micro_step + 1, 0)]
+            for step, micro_step in zip(largest["step"].to_pylist(), largest["micro_step_max"].to_pylist())
         ]
 
 
@@ -127,7 +130,7 @@ def read_cells(csv_file: CsvFile) -> tuple[list[str], list[pa.Array]]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
     if not raw.strip():
         raise DataError(f"{path}: empty file: no header line")
     short: list[int] = []
@@ -141,7 +144,30 @@ def read_cells(csv_file: CsvFile) -> tuple[list[str], list[pa.Array]]:
 def _read_text_table(raw: bytes, path, short: list[int]) -> pa.Table:
     """Every field as text. Rows with too few fields are noted in SHORT; too many fields are an error."""
     long: list[tuple[int, int, int]] = []
+    width = _header_width(raw, path)
+    try:
+        try:
+            table = _read_csv(raw, width, short, long, _BLOCK)
+        except pa.ArrowInvalid as exc:
+            if "straddl" not in str(exc):
+                raise
+            # A row longer than Arrow's block: one block for the whole file reads it (in twice the time, so
+            # only then). The file is in memory already.
+            short.clear()
+            long.clear()
+            table = _read_csv(raw, width, short, long, min(len(raw), _MAX_BLOCK))
+    except pa.ArrowInvalid as exc:
+        raise _csv_error(exc, path) from None
+    if long:
+        number, actual, expected = long[0]
+        raise DataError(f"{path}: line {number}: {actual} fields, the header has {expected}")
+    return table
 
+
+_BLOCK, _MAX_BLOCK = 1 << 20, 2**31 - 1  # Arrow's default block size, and its largest (an int32)
+
+
+def _read_csv(raw: bytes, width: int, short: list[int], long: list[tuple[int, int, int]], block: int) -> pa.Table:
     def on_invalid(row) -> str:
         if row.actual_columns > row.expected_columns:
             long.append((row.number, row.actual_columns, row.expected_columns))
@@ -149,37 +175,44 @@ def _read_text_table(raw: bytes, path, short: list[int]) -> pa.Table:
             short.append(row.number)
         return "skip"
 
-    width = _header_width(raw, path)
-    try:
-        table = pacsv.read_csv(
-            io.BytesIO(raw),
-            read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=False),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
-            convert_options=pacsv.ConvertOptions(
-                column_types={f"f{index}": pa.string() for index in range(width)},
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-                null_values=[],
-            ),
-        )
-    except pa.ArrowInvalid as exc:
-        reason = str(exc).splitlines()[0]
-        place = re.search(r"column #(\d+): Row #(\d+)", reason)
-        if "invalid UTF8" in reason and place:
-            column, line = int(place[1]) + 1, int(place[2])
-            raise DataError(f"{path}: line {line}, field {column}: not UTF-8 text") from None
-        raise DataError(f"{path}: not a readable CSV file: {reason}") from None
-    if long:
-        number, actual, expected = long[0]
-        raise DataError(f"{path}: line {number}: {actual} fields, the header has {expected}")
-    return table
+    return pacsv.read_csv(
+        io.BytesIO(raw),
+        read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=False, block_size=block),
+        parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
+        convert_options=pacsv.ConvertOptions(
+            column_types={f"f{index}": pa.string() for index in range(width)},
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            null_values=[],
+        ),
+    )
+
+
+def _csv_error(exc: pa.ArrowInvalid, path) -> DataError:
+    reason = str(exc).splitlines()[0]
+    place = re.search(r"column #(\d+): Row #(\d+)", reason)
+    if "invalid UTF8" in reason and place:
+        column, line = int(place[1]) + 1, int(place[2])
+        return DataError(f"{path}: line {line}, field {column}: not UTF-8 text")
+    return DataError(f"{path}: not a readable CSV file: {reason}")
 
 
 def _header_width(raw: bytes, path) -> int:
     start = len(raw) - len(raw.lstrip(b"\r\n"))
-    end = raw.find(b"\n", start)
-    first = _text(raw[start : None if end < 0 else end], path)
-    return len(next(csv.reader([first])))
+    ends = [end for end in (raw.find(b"\n", start), raw.find(b"\r", start)) if end >= 0]  # pandas ends lines at \r too
+    first = _text(raw[start : min(ends, default=None)], path)
+    with _fields_of_any_size():
+        return len(next(csv.reader([first])))
+
+
+@contextmanager
+def _fields_of_any_size():
+    """Python's csv refuses fields over 128 KiB; pandas (and so msprobe) reads them."""
+    limit = csv.field_size_limit(_MAX_BLOCK)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _text(raw: bytes, path) -> str:
@@ -191,7 +224,8 @@ def _text(raw: bytes, path) -> str:
 
 def _read_with_padding(raw: bytes, path) -> tuple[list[str], list[pa.Array]]:
     """The slow path for files with short rows: pandas fills the missing trailing fields with NaN."""
-    lines = [row for row in csv.reader(io.StringIO(_text(raw, path), newline="")) if row]
+    with _fields_of_any_size():
+        lines = [row for row in csv.reader(io.StringIO(_text(raw, path), newline="")) if row]
     header, body = lines[0], lines[1:]
     padded = [row + [""] * (len(header) - len(row)) for row in body]
     return header, [pa.array([row[index] for row in padded], pa.string()) for index in range(len(header))]

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from trendconv import int64
 
 # Canonical orders (docs/monitor-format.md §4.2, §4.4): metric ids and trend_data stat columns follow them.
 METRICS = (
@@ -68,7 +71,6 @@ _NA = pa.array(NA_TOKENS)
 _INT = re.compile(r"\s*[+-]?[0-9]+\s*")
 _FLOAT = re.compile(r"\s*[+-]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity)\s*", re.IGNORECASE)
 _BOOLEANS = {"true": True, "false": False}
-INT64_MAX = 2**63 - 1
 INT, FLOAT, BOOL, TEXT = "int", "float", "bool", "text"
 
 
@@ -119,7 +121,7 @@ def _int_or_none(value) -> int | None:
         number = int(value)
     except (ValueError, TypeError, OverflowError):
         return None
-    return number if -INT64_MAX <= number <= INT64_MAX else None
+    return number if int64.fits(number) else None
 
 
 def name_values(column: pa.Array, kind: str) -> pa.Array:
@@ -150,12 +152,23 @@ def column_kind(column: pa.Array) -> str:
         return TEXT  # one cell that is neither a number nor a boolean makes the whole column text
     any_na = pc.any(na).as_py()
     if _all_match(column, na, _INT.pattern):
+        if _has_unreadable_integer(column):
+            return TEXT
         return FLOAT if any_na else INT
     if _all_match(column, na, "(?i)" + _FLOAT.pattern):
         return FLOAT
     if pc.all(pc.or_(na, pc.is_in(pc.utf8_lower(column), pa.array(list(_BOOLEANS))))).as_py():
         return BOOL
     return TEXT
+
+
+def _has_unreadable_integer(column: pa.Array) -> bool:
+    """An integer of more digits than Python reads (4300) makes pandas keep the whole column as text."""
+    long = column.filter(pc.greater(pc.utf8_length(column), _INT_DIGITS))
+    return any(len(text.strip().lstrip("+-")) > _INT_DIGITS for text in long.to_pylist())
+
+
+_INT_DIGITS = sys.int_info.default_max_str_digits
 
 
 def _all_match(column: pa.Array, na: pa.Array, pattern: str) -> bool:

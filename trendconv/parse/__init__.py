@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trendconv import __version__, shards, workdir
 from trendconv.dump.parse import ParseOptions
-from trendconv.errors import DataError, TrendconvError
+from trendconv.errors import DataError, TrendconvError, cannot_write, internal_error, make_directory
 from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
 from trendconv.faults import fault_point
 from trendconv.parse.formats import DUMP, FORMATS, Scanned
@@ -219,16 +219,22 @@ def parse_chunk(chunk: tuple[ParseTask, ...]) -> list[tuple[ParseTask, dict | No
     for task in chunk:
         try:
             results.append((task, parse_task(task), None))
-        except Exception as exc:  # noqa: BLE001 - reported with the task's place by the caller
+        except TrendconvError as exc:
             results.append((task, None, exc))
+            break
+        except Exception as exc:  # noqa: BLE001 - a bug: said so here, where its traceback is
+            results.append((task, None, internal_error(exc, f"parsing {task.format.place(task.unit)}")))
             break
     return results
 
 
 def _task_failure(task: ParseTask, error: BaseException) -> TrendconvError:
+    """What a failed task means: its own error (a TrendconvError, made in the worker: see parse_chunk), or else
+    a failure of the workers themselves (a pool that broke, a result that could not travel), which is no
+    task's fault: it does not name TASK's files."""
     if isinstance(error, TrendconvError):
         return error
-    return DataError(f"{task.format.place(task.unit)}: parse failed: {type(error).__name__}: {error}")
+    return internal_error(error, "running the parse workers")
 
 
 def _count(summary: ParseSummary, meta: dict, *, reused: bool) -> None:
@@ -245,7 +251,10 @@ def _remove_orphans(work: Path, tasks: list[ParseTask]) -> int:
     wanted = {task.shard_path for task in tasks}
     orphans = [path for path in shards.list_shards(work, "**/*.parquet") if path not in wanted]
     for path in orphans:
-        path.unlink()
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise cannot_write(path, exc) from None
     return len(orphans)
 
 
@@ -262,7 +271,10 @@ def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask], in
 
 def _start_work(data: Path, work: Path, options: ParseOptions, input_format: str) -> None:
     """Forget the old manifest (the shard set is about to change) and say what this parse does."""
-    work.mkdir(parents=True, exist_ok=True)
-    workdir.manifest_path(work).unlink(missing_ok=True)
+    try:
+        make_directory(work)
+        workdir.manifest_path(work).unlink(missing_ok=True)
+    except OSError as exc:
+        raise cannot_write(work, exc) from None
     document = {"data": str(data.resolve()), "input_format": input_format, "options": options.describe()}
     workdir.write_json_atomic(workdir.work_json_path(work), document)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trendconv.errors import DataError, UsageError
-
-INT64_MAX = 2**63 - 1
+from trendconv import int64
+from trendconv.errors import DataError
+from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
 
 
 @dataclass(frozen=True)
@@ -46,10 +45,7 @@ class ScanResult:
 
 def scan(data: Path) -> ScanResult:
     """All file sets in processing order: steps ascending, then ranks ascending, then mapped procs."""
-    if not data.exists():
-        raise UsageError(f"{data}: DATA does not exist")
-    if not data.is_dir():
-        raise UsageError(f"{data}: DATA is not a directory")
+    check_data(data)
     result = ScanResult()
     steps = _step_dirs(data)
     for step, step_dir in steps:
@@ -82,11 +78,11 @@ def _scan_step(data: Path, step: int, step_dir: str, result: ScanResult) -> None
         return
     kept = []
     for number, name in items:
-        if (path / name / "dump.json").is_file():
+        if is_file(path / name / "dump.json"):
             kept.append((number, name))
         else:
             result.warnings.append(f"No 'dump.json' file found in: {path / name}")
-    ranked = _map_procs(kept)
+    ranked = _map_procs(path, kept)
     procs = {name: rank for rank, name in ranked if name.startswith("proc")}
     if procs:
         result.proc_mappings[step] = procs
@@ -95,32 +91,39 @@ def _scan_step(data: Path, step: int, step_dir: str, result: ScanResult) -> None
 
 def _items_of(step_path: Path) -> tuple[list[tuple[int, str]], list[str]]:
     items, skipped = [], []
-    for name in sorted(os.listdir(step_path)):
+    for name in list_dir(step_path):
         if not name.startswith(("rank", "proc")):
             continue
-        number = _parse_int(name[4:], step_path / name)
-        if number is None or not (step_path / name).is_dir():
+        number = _parse_int(name[4:])
+        if number is None or not is_dir(step_path / name):
             skipped.append(name)
         else:
-            items.append((number, name))
+            items.append((_fitting(number, step_path / name), name))
     _refuse_duplicates(step_path, items)
     return items, skipped
 
 
-def _map_procs(items: list[tuple[int, str]]) -> list[tuple[int, str]]:
+def _map_procs(step_path: Path, items: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """docs/dump-format.md §1.4: ranks ascending, then procs ascending renumbered from (largest rank + 1), or 0."""
     ranks = sorted((item for item in items if item[1].startswith("rank")), key=lambda item: item[0])
     procs = sorted((item for item in items if item[1].startswith("proc")), key=lambda item: item[0])
     start = ranks[-1][0] + 1 if ranks else 0
-    return ranks + [(start + index, name) for index, (_, name) in enumerate(procs)]
+    mapped = [(start + index, name) for index, (_, name) in enumerate(procs)]
+    for rank, name in mapped:
+        if not int64.fits(rank):
+            raise DataError(
+                f"{step_path / name}: numbered after {ranks[-1][1]}, this proc directory would be rank {rank}, "
+                "which does not fit a 64-bit integer"
+            )
+    return ranks + mapped
 
 
 def _step_dirs(parent: Path) -> list[tuple[int, str]]:
     children = []
-    for name in sorted(os.listdir(parent)):
-        if name.startswith("step") and (number := _parse_int(name[4:], parent / name)) is not None:
-            if (parent / name).is_dir():
-                children.append((number, name))
+    for name in list_dir(parent):
+        if name.startswith("step") and (number := _parse_int(name[4:])) is not None:
+            if is_dir(parent / name):
+                children.append((_fitting(number, parent / name), name))
     _refuse_duplicates(parent, children)
     return sorted(children)
 
@@ -133,12 +136,15 @@ def _refuse_duplicates(parent: Path, numbered: list[tuple[int, str]]) -> None:
             raise DataError(f"{parent}: '{twin}' and '{name}' both mean {name[:4]} {number}; rename one of them")
 
 
-def _parse_int(text: str, path: Path) -> int | None:
+def _parse_int(text: str) -> int | None:
     """Python int() acceptance, as the reference parses directory numbers (`step01`, `rank-1`)."""
     try:
-        number = int(text)
+        return int(text)
     except ValueError:
         return None
-    if not -INT64_MAX <= number <= INT64_MAX:
+
+
+def _fitting(number: int, path: Path) -> int:
+    if not int64.fits(number):
         raise DataError(f"{path}: the number {number} does not fit a 64-bit integer")
     return number

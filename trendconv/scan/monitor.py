@@ -6,15 +6,15 @@ every listing is sorted, a rank's newest run is used, and everything left out is
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from trendconv.errors import DataError, UsageError, plural
+from trendconv.errors import DataError, plural
 from trendconv.monitor.rules import METRICS
+from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
 
 HOOK_PREFIXES = ("attention_hook", "linear_hook", "moe_router_weight_hook", "moe_router_logit_hook")
 RUN_DIR = re.compile(r"([\w-]{0,20})-rank(\d{1,5})-")
@@ -73,7 +73,7 @@ def has_monitor_data(data: Path) -> bool:
 
 def scan_monitor(data: Path) -> MonitorScan:
     """Every accepted CSV file of DATA's run directories, in processing order."""
-    _check_data(data)
+    check_data(data)
     result = MonitorScan()
     runs = _run_dirs(data)
     if not runs:
@@ -91,18 +91,11 @@ def scan_monitor(data: Path) -> MonitorScan:
     return result
 
 
-def _check_data(data: Path) -> None:
-    if not data.exists():
-        raise UsageError(f"{data}: DATA does not exist")
-    if not data.is_dir():
-        raise UsageError(f"{data}: DATA is not a directory")
-
-
 def _run_dirs(data: Path) -> list[RunDir]:
     runs = []
-    for name in sorted(os.listdir(data)):
+    for name in list_dir(data):
         match = RUN_DIR.match(name)
-        if match and (data / name).is_dir():
+        if match and is_dir(data / name):
             runs.append(RunDir(name, match[2], _started(data / name, match[1])))
     return runs
 
@@ -128,19 +121,18 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
         chosen.append(newest)
         for run in sorted(candidates, key=lambda run: run.name):
             if run is not newest:
-                files = sum(1 for _ in _accepted_names(data / run.name))
                 result.warnings.append(
                     f"{data / run.name}: another run of rank{rank_text}; using the newer {newest.name} only, "
-                    f"{plural(files, 'CSV file')} of this run left out (msprobe data2db also keeps one run per rank)"
+                    f"{_files_of(data / run.name)} of this run left out (msprobe data2db also keeps one run per rank)"
                 )
     return chosen
 
 
 def _csv_files(data: Path, run: RunDir, result: MonitorScan) -> list[CsvFile]:
     files = []
-    for name in sorted(os.listdir(data / run.name)):
+    for name in list_dir(data / run.name):
         path = data / run.name / name
-        if not path.is_file():
+        if not is_file(path):
             continue
         metric = metric_of(name)
         if metric is None:
@@ -150,8 +142,13 @@ def _csv_files(data: Path, run: RunDir, result: MonitorScan) -> list[CsvFile]:
     return files
 
 
-def _accepted_names(run_path: Path):
-    return (name for name in os.listdir(run_path) if metric_of(name) and (run_path / name).is_file())
+def _files_of(run_path: Path) -> str:
+    """How many CSV files a run left out holds, in words; its being unreadable does not matter, as it is not read."""
+    try:
+        names = [name for name in list_dir(run_path) if metric_of(name) and is_file(run_path / name)]
+    except DataError:
+        return "the CSV files (the directory cannot be read)"
+    return plural(len(names), "CSV file")
 
 
 def metric_of(name: str) -> str | None:

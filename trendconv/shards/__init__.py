@@ -15,9 +15,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trendconv.errors import DataError
+from trendconv.errors import DataError, cannot_write
 
-SHARD_FORMAT = 1
+# 2: local_micro_step is int64 (construct.json micro steps reach 3000000000 and beyond).
+SHARD_FORMAT = 2
 META_KEY = b"trendconv"
 SHARD_DIR = "shards"
 STAT_COLUMNS = ("norm", "max", "min", "mean")
@@ -27,7 +28,7 @@ SCHEMA = pa.schema(
     [
         ("step", pa.int64()),
         ("rank", pa.int64()),
-        ("local_micro_step", pa.int32()),
+        ("local_micro_step", pa.int64()),
         ("metric", _DICT_STRING),
         ("target_name", _DICT_STRING),
         ("vpp_stage", pa.int32()),
@@ -89,7 +90,16 @@ def build_table(
 
 
 def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
-    """Write to a temporary name in the same directory, then rename: readers never see half a shard."""
+    """Write to a temporary name in the same directory, then rename: readers never see half a shard.
+
+    A full disk or a missing permission is WORK's problem, and the error says so, not the input's."""
+    try:
+        _write_shard(path, table, meta)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+
+
+def _write_shard(path: Path, table: pa.Table, meta: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

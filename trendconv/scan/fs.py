@@ -1,0 +1,47 @@
+"""Looking at DATA's directories: a directory that cannot be read is the same one-line `cannot read` data error
+as a file that cannot be read, never a traceback."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from trendconv.errors import UsageError, cannot_read
+
+# What pathlib's is_dir/is_file take for "not there" (a dangling or looping link, a file on the way).
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+
+
+def list_dir(path: Path) -> list[str]:
+    """The names in PATH, sorted."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        raise cannot_read(path, exc) from None
+
+
+def is_dir(path: Path) -> bool:
+    return _is(path, stat.S_ISDIR)
+
+
+def is_file(path: Path) -> bool:
+    return _is(path, stat.S_ISREG)
+
+
+def _is(path: Path, kind) -> bool:
+    try:
+        return kind(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return False
+        # Looking at PATH needs search permission on its directory: that directory is what cannot be read.
+        raise cannot_read(path.parent if exc.errno == errno.EACCES else path, exc) from None
+
+
+def check_data(data: Path) -> None:
+    """DATA must be a directory."""
+    if not is_dir(data):
+        exists = _is(data, lambda mode: True)
+        raise UsageError(f"{data}: DATA is not a directory" if exists else f"{data}: DATA does not exist")
