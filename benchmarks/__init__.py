@@ -1,1 +1,1 @@
-"""Benchmark helpers: synthetic msprobe dumps for timing and testing converters."""
+"""Benchmarks: trendconv against msprobe data2db on data from `datagen`."""

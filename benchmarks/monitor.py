@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pyarrow.csv as pacsv
 
-from benchmarks.gen_monitor import generate
 from benchmarks.report import machine_line
 from benchmarks.run import HERE, Measured, drive, machine, merged, run_msprobe, sqlite_floor
+from datagen.monitor import generate
 from trendconv.load import schema
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import apsw
 import orjson
 
-from benchmarks.gen_dump import generate
+from datagen.dump import generate
 from trendconv import native
 from trendconv.jsonfile import _quote_bare_tokens
 from trendconv.load import connection, schema

@@ -9,8 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, write_file_set
-from test_parse_stage import invoke
+from helpers import A1_CONSTRUCT, A1_DATA, invoke, write_file_set
 
 from trendconv import __version__, api, native
 from trendconv.cli import app

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT
+from helpers import A1_CONSTRUCT
 
 from trendconv.dump.construct import micro_step_count, micro_steps, parent_table, renumber, unpack_construct
 from trendconv.errors import DataError

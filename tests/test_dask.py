@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_run import make_data
+from helpers import make_data
 
 from trendconv import api, faults
 from trendconv.errors import UsageError

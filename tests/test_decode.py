@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, T, V
+from helpers import A1_CONSTRUCT, A1_DATA, ODD_DATA, file_set_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +19,6 @@ from trendconv.dump import decode
 from trendconv.dump import parse as dump_parse
 from trendconv.dump.parse import ParseOptions, parse_file_set
 from trendconv.errors import DataError
-from trendconv.scan import scan
 
 STEP_MODE = ParseOptions(micro_step=False)
 
@@ -52,15 +50,6 @@ class Paths:
             monkeypatch.setattr(decode, "fast_entries", refuse)
 
 
-def file_set_of(root: Path, text: str | bytes, construct: dict | None = None):
-    item = root / "data" / "step0" / "rank0"
-    item.mkdir(parents=True, exist_ok=True)
-    (item / "dump.json").write_bytes(text.encode() if isinstance(text, str) else text)
-    if construct is not None:
-        (item / "construct.json").write_text(json.dumps(construct))
-    return scan(root / "data").file_sets[0]
-
-
 def outcome(rows) -> str:
     """What a shard gets from ROWS, as text (so NaN equals NaN): its columns, skip counts and micro steps.
 
@@ -84,24 +73,6 @@ def both_ways(monkeypatch, file_set, options=STEP_MODE) -> tuple[str, int]:
     monkeypatch.undo()
     assert normal == generic
     return normal, normal_paths.generic
-
-
-ODD_DATA = {
-    "Functional.f.0.forward": {
-        "input_args": [V(1.0), None, [V(2.0)], {"type": "int", "value": 3}, {"no": "type"}, "text", 7, True],
-        "input_kwargs": {"x": V(9.0), "deep": [[{"a": [1, {"b": None}]}]]},
-        "output": [T("NaN", "Infinity", "-Infinity", 10**30, dtype="torch.bfloat16")],
-        "parameters": {"w": [V(4.0), V(5.0)], "b": V(6.0), "n": None, "e": [], "l": [None, V(1.0)]},
-        "is_recompute": 1,
-        "extra": {"whatever": [1, 2, 3]},
-    },
-    "Functional.g.0.forward": {"input_args": [T(" 2.5 ", True, False, None)], "output": []},
-    "Module.m.M.backward.0": {"input": [V(0.5)], "output": [V(-0.5)], "input_args": "ignored", "parameters": 3},
-    "Module.m.M.parameters_grad.0": {"weight": [V(0.1)], "bias": V(0.2), "gamma": [[V(0.3)]], "x": 1},
-    "not an object": [1, 2],
-    "also not": "text",
-    "no metric here": {"output": [V(1.0)]},
-}
 
 
 @pytest.mark.parametrize(

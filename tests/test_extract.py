@@ -12,51 +12,36 @@ import math
 import mmap
 import struct
 from decimal import Decimal, localcontext
-from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, T, V
+from helpers import (
+    A1_CONSTRUCT,
+    A1_DATA,
+    A2_CONSTRUCT,
+    A2_DATA,
+    ODD_DATA,
+    STEP_MODE,
+    UNHASHABLE_DATA,
+    T,
+    V,
+    both_readers,
+    file_set_of,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from random_dumps import dump_trees, write_tree
-from test_decode import ODD_DATA, file_set_of
-from test_parse_stage import A2_CONSTRUCT, A2_DATA, UNHASHABLE_DATA
 
-from benchmarks.gen_dump import generate
-from trendconv import shards
+from datagen.dump import generate
 from trendconv.dump import parse as dump_parse
 from trendconv.dump import rules
 from trendconv.dump.parse import ExtractedRows, ParseOptions, Rows, parse_file_set
 from trendconv.errors import DataError
-from trendconv.parse.formats import FORMATS
 from trendconv.scan import scan
 
-STEP_MODE = ParseOptions(micro_step=False)
 _extract = dump_parse._extract
 
 
 pytestmark = pytest.mark.c_parts  # the C reader against the Python paths: nothing to compare when it is off
-
-
-def shard_bytes(file_set, options: ParseOptions, tmp: Path) -> tuple[bytes, type]:
-    """The shard a file set gives, and the kind of rows that made it."""
-    dump_parse._NAMING_CACHE.clear()
-    rows = parse_file_set(file_set, options)
-    table, meta = FORMATS["dump"].parse(file_set, options)
-    path = tmp / "shard.parquet"
-    shards.write_shard(path, table, meta)
-    return path.read_bytes(), type(rows)
-
-
-def both_readers(file_set, options: ParseOptions, tmp: Path) -> type:
-    """The kind of rows the C reader gave, after checking its shard equals the Python path's."""
-    with_c, kind = shard_bytes(file_set, options, tmp)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dump_parse, "_extract", None)
-        python, python_kind = shard_bytes(file_set, options, tmp)
-    assert python_kind is Rows
-    assert with_c == python
-    return kind
 
 
 # A parameter object without `type` is no tensor (skipped as null); one with `type` null, or the first

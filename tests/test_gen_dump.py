@@ -1,4 +1,4 @@
-"""The synthetic dump generator (benchmarks/gen_dump.py): determinism, layout and the msprobe file format."""
+"""The synthetic dump generator (datagen/dump.py): determinism, layout and the msprobe file format."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gen_dump
-from benchmarks.gen_dump import GenSummary, generate
+from datagen import dump as gen_dump
+from datagen.dump import GenSummary, generate
 
 
 def files_of(root: Path) -> dict[str, bytes]:

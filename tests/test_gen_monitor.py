@@ -1,4 +1,4 @@
-"""The synthetic monitor-output generator (benchmarks/gen_monitor.py): layout, CSV format, values, extras."""
+"""The synthetic monitor-output generator (datagen/monitor.py): layout, CSV format, values, extras."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gen_monitor
-from benchmarks.gen_monitor import ALL_NINE, EXTRAS, GenSummary, generate, r6
+from datagen import monitor as gen_monitor
+from datagen.monitor import ALL_NINE, EXTRAS, GenSummary, generate, r6
 
 RUN0 = "Apr17_01-37-55-rank0-19d2c9f1"  # seed 0
 RUN1 = "Apr17_01-37-55-rank1-90af0e01"

@@ -21,11 +21,19 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, query, write_file_set
+from helpers import (
+    A1_CONSTRUCT,
+    A1_DATA,
+    GRAD,
+    RUN,
+    STEP_MODE,
+    both_readers,
+    file_set_of,
+    query,
+    write_file_set,
+    write_run,
+)
 from reference import run_msprobe
-from test_decode import file_set_of
-from test_extract import STEP_MODE, both_readers
-from test_monitor import GRAD, RUN, write_run
 from typer.testing import CliRunner
 
 from trendconv import api, parse, shards

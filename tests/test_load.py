@@ -6,17 +6,26 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import apsw
 import pyarrow as pa
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, TAGS_BY_NAME, TREND_BY_NAME, V, query, write_file_set
-from test_parse_stage import A2_CONSTRUCT, A2_DATA, invoke
+from helpers import (
+    A1_CONSTRUCT,
+    A1_DATA,
+    A2_CONSTRUCT,
+    A2_DATA,
+    TAGS_BY_NAME,
+    TREND_BY_NAME,
+    V,
+    invoke,
+    query,
+    run_cli,
+    write_file_set,
+)
 
-from benchmarks.gen_dump import generate
+from datagen.dump import generate
 from trendconv import api, load, shards
 from trendconv.errors import DataError
 from trendconv.load import connection
@@ -241,12 +250,6 @@ def test_db_bytes_identical_for_any_worker_count(tmp_path):
             write_file_set(data / f"step{step}" / f"rank{rank}", A1_DATA, A1_CONSTRUCT)
     built = [convert(data, tmp_path / f"w{workers}", workers=workers).db.read_bytes() for workers in (1, 2, 4)]
     assert built[0] == built[1] == built[2]
-
-
-def run_cli(*args, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env_extra or {})}
-    command = [sys.executable, "-m", "trendconv", *map(str, args)]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_db_bytes_identical_across_hash_seeds(a1_data, tmp_path):

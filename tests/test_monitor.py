@@ -12,7 +12,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, query, write_file_set
+from helpers import A1_CONSTRUCT, A1_DATA, ACTV, FC1, GRAD, QKV, RUN, query, write_file_set, write_run
 from typer.testing import CliRunner
 
 from trendconv import api
@@ -22,38 +22,11 @@ from trendconv.load import connection, schema
 from trendconv.monitor import rules
 from trendconv.scan.monitor import scan_monitor
 
-RUN = "Feb20_16-27-56-rank0-b2f0e6a1"
-QKV = "module.decoder.layers.0.self_attention.linear_qkv"
-ACTV = f"""vpp_stage,name,step,micro_step,min,max,norm,zeros,nans,mean,shape,dtype
-0,{QKV}.input,0,0,-4.21875,4.53125,181.022415,0.0,0.0,0.000713,"[4096, 1, 1024]",torch.bfloat16
-0,{QKV}.output,0,0,-7.5625,6.90625,402.318817,0.0,0.0,-0.002179,"[4096, 1, 1536]",torch.bfloat16
-0,{QKV}.input,0,1,-4.15625,4.40625,180.774902,0.0,0.0,0.000698,"[4096, 1, 1024]",torch.bfloat16
-0,{QKV}.output,0,1,-7.4375,6.84375,401.966431,0.0,0.0,-0.002201,"[4096, 1, 1536]",torch.bfloat16
-0,{QKV}.input,1,0,-4.25,4.5625,181.203125,0.0,0.0,0.000721,"[4096, 1, 1024]",torch.bfloat16
-0,{QKV}.output,1,0,nan,nan,nan,0.0,1.0,nan,"[4096, 1, 1536]",torch.bfloat16
-0,{QKV}.input,1,1,-4.1875,4.46875,180.998047,0.0,0.0,0.000705,"[4096, 1, 1024]",torch.bfloat16
-0,{QKV}.output,1,1,-7.53125,6.875,402.101563,0.0,0.0,-0.002188,"[4096, 1, 1536]",torch.bfloat16
-"""
-FC1 = "module.decoder.layers.0.mlp.linear_fc1"
-GRAD = f"""vpp_stage,name,step,min,max,norm,zeros,nans,mean,shape,dtype
-0,{QKV}.weight,0,-0.000412,0.000398,0.021733,0.0,0.0,-1e-06,"[1536, 1024]",torch.float32
-0,{FC1}.weight,0,-0.000367,0.000371,0.030518,0.0,0.0,0.0,"[4096, 1024]",torch.float32
-0,{QKV}.weight,1,-0.000405,0.000391,0.021547,0.0,0.0,-1e-06,"[1536, 1024]",torch.float32
-0,{FC1}.weight,1,-inf,inf,inf,0.0,0.0,nan,"[4096, 1024]",torch.float32
-"""
 TREND = """
 SELECT t.rank, t.step, m.target_name, m.micro_step, k.metric_name, t.norm, t.min, t.max, t.zeros, t.nans, t.mean
 FROM trend_data t JOIN monitoring_targets m USING (target_id) JOIN monitoring_metrics k USING (metric_id)
 ORDER BY k.metric_id, m.target_name, m.micro_step, t.step
 """
-
-
-def write_run(data: Path, files: dict[str, str], run: str = RUN) -> Path:
-    directory = data / run
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (directory / name).write_text(text)
-    return directory
 
 
 @pytest.fixture

@@ -9,38 +9,27 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, T, V, write_file_set, write_json
-from typer.testing import CliRunner
+from helpers import (
+    A1_CONSTRUCT,
+    A1_DATA,
+    A2_CONSTRUCT,
+    A2_DATA,
+    UNHASHABLE_DATA,
+    T,
+    V,
+    invoke,
+    write_file_set,
+    write_json,
+)
 
 from trendconv import api, shards
-from trendconv.cli import app
 from trendconv.dump.parse import parse_file_set
 from trendconv.errors import DataError
 from trendconv.parse import plan
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(arg) for arg in args])
-
-
 def shard_rows(path: Path) -> list[dict]:
     return pq.read_table(path).to_pylist()
-
-
-A2_DATA = {
-    "Module.m.M.forward.0": {"input_args": [V(1)], "output": [], "parameters": {"w": V(2)}},
-    "Functional.relu.3.forward": {"input_args": [V(5)], "output": []},
-    "Module.m.M.forward.1": {"input_args": [V(3)], "output": [], "parameters": {"w": [V(4)]}},
-    "Module.m.M.parameters_grad.0": {"w": [V(0.1)]},
-    "Module.m.M.parameters_grad.1": {"w": V(0.2)},
-    "Module.m.M.parameters_grad.5": {"w": [V(0.5)]},
-    "Module.m.M.parameters_grad": {"w": [V(0.7)]},
-}
-A2_CONSTRUCT = {
-    "Module.m.M.forward.0": None,
-    "Module.m.M.forward.1": None,
-    "Functional.relu.3.forward": "Module.m.M.forward.1",
-}
 
 
 def test_a2_shard_rows_micro_step(tmp_path):
@@ -116,17 +105,6 @@ def test_shard_keeps_raw_values_and_metadata(a1_data, tmp_path):
         "rows_per_metric": {"backward": 3, "forward": 7, "parameters_grad": 1, "recompute": 2},
         "skipped": {"null": 1, "unsupported dtype": 1},
     }
-
-
-# Tensors whose type or dtype is a list or an object: msprobe 26.2.0 skips them (test_reference checks it).
-UNHASHABLE_DATA = {
-    "Module.m.M.forward.0": {
-        "input_args": [V(1, type_=["torch.Tensor"]), V(2, dtype={"torch.float32": 1}), V(3)],
-        "output": [V(4, dtype=["torch.float32"])],
-        "parameters": {"w": V(5, type_={"t": 1})},
-    },
-    "Module.m.M.parameters_grad.0": {"w": [V(6, dtype=["Float32"])], "b": [V(7)]},
-}
 
 
 def test_list_or_object_type_and_dtype_are_skipped(tmp_path):

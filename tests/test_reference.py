@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, T, write_file_set
+from helpers import A1_CONSTRUCT, A1_DATA, A2_CONSTRUCT, A2_DATA, UNHASHABLE_DATA, T, plugin_results, write_file_set
 from hypothesis import HealthCheck, given, settings
 from random_dumps import dump_trees, write_tree
 from reference import run_msprobe
-from test_parse_stage import A2_CONSTRUCT, A2_DATA, UNHASHABLE_DATA
 
-from benchmarks.gen_dump import generate
+from datagen.dump import generate
 from trendconv import api, shards
 from trendconv.diff import diff_databases
 from trendconv.load import flush_starts
@@ -106,65 +104,6 @@ def test_generated_dump_with_a_mapping(tmp_path):
     mapping = tmp_path / "mapping.json"
     mapping.write_text(json.dumps({".ColumnParallelLinear": ".Linear", ".RowParallelLinear": ".Linear", "fc1": "fc"}))
     assert_same_as_reference(tmp_path / "data", tmp_path, micro_step=True, mapping=mapping)
-
-
-# The Trend Analyzer's statements (docs/trend-db.md §4), with their parameters chosen from the data.
-PLUGIN_STATEMENTS = {
-    "S2": ("SELECT * FROM global_stats ORDER BY ROWID DESC LIMIT 1", ()),
-    "S3": ("SELECT max_rank, min_step, max_step FROM global_stats ORDER BY ROWID DESC LIMIT 1", ()),
-    "S5": (
-        "SELECT DISTINCT mt.target_id, mt.vpp_stage, mt.target_name, mt.micro_step FROM monitoring_targets mt "
-        "WHERE mt.target_id IN (SELECT DISTINCT target_id FROM trend_data WHERE metric_id = :metric) "
-        "AND (mt.target_id IN (SELECT ttm.target_id FROM tag_target_mapping ttm JOIN monitoring_tags mtags "
-        "ON ttm.tag_id = mtags.tag_id WHERE mtags.tag_name = :tag))",
-        ("metric", "tag"),
-    ),
-    "S6a": ("SELECT DISTINCT tag_name, category FROM monitoring_tags", ()),
-    "S6b": (
-        "SELECT DISTINCT mt.tag_name, mt.category FROM monitoring_tags mt JOIN tag_target_mapping ttm "
-        "ON mt.tag_id = ttm.tag_id JOIN trend_data td ON ttm.target_id = td.target_id WHERE td.metric_id = :metric",
-        ("metric",),
-    ),
-    "S6c": (
-        "SELECT DISTINCT mt.tag_name, mt.category FROM monitoring_tags mt WHERE mt.metric_id = :metric",
-        ("metric",),
-    ),
-    "S7 step": (
-        "SELECT t.rank, t.step, m.target_name, m.vpp_stage, m.micro_step, t.norm FROM trend_data t "
-        "JOIN monitoring_targets m ON t.target_id = m.target_id WHERE t.metric_id = :metric AND t.step = :step",
-        ("metric", "step"),
-    ),
-    "S7 rank with tag": (
-        "SELECT t.rank, t.step, m.target_name, m.vpp_stage, m.micro_step, t.max FROM trend_data t "
-        "JOIN monitoring_targets m ON t.target_id = m.target_id WHERE t.metric_id = :metric AND t.rank = :rank "
-        "AND (t.target_id IN (SELECT ttm.target_id FROM tag_target_mapping ttm JOIN monitoring_tags mtags "
-        "ON ttm.tag_id = mtags.tag_id WHERE mtags.tag_name = :tag))",
-        ("metric", "rank", "tag"),
-    ),
-    "S8 module": (
-        "SELECT t.step, t.rank, m.target_name, m.vpp_stage, m.micro_step, t.mean FROM trend_data t "
-        "JOIN monitoring_targets m ON t.target_id = m.target_id WHERE t.metric_id = :metric AND t.step = :step "
-        "AND t.rank = :rank",
-        ("metric", "step", "rank"),
-    ),
-}
-
-
-def plugin_results(db: Path, metric_name: str, step: int, rank: int, tag: str, statements=None) -> dict[str, list]:
-    conn = sqlite3.connect(db)
-    try:
-        (metric,) = conn.execute(
-            "SELECT metric_id FROM monitoring_metrics WHERE metric_name = ?", (metric_name,)
-        ).fetchone()
-        values = {"metric": metric, "step": step, "rank": rank, "tag": tag}
-        results = {}
-        for name, (sql, params) in (statements or PLUGIN_STATEMENTS).items():
-            rows = conn.execute(sql, {key: values[key] for key in params}).fetchall()
-            # ids differ by design: S5 lists ids first, replace them by the target they name
-            results[name] = sorted(row[1:] if name == "S5" else row for row in rows)
-        return results
-    finally:
-        conn.close()
 
 
 @pytest.mark.parametrize("metric", ["forward", "backward", "parameters_grad"])

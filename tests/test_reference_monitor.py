@@ -13,14 +13,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import query
+from helpers import ACTV, GRAD, PLUGIN_STATEMENTS, plugin_results, query, write_run
 from hypothesis import HealthCheck, given, settings
 from random_monitor import monitor_trees, write_monitor_tree
 from reference import run_msprobe
-from test_monitor import ACTV, GRAD, write_run
-from test_reference import PLUGIN_STATEMENTS, plugin_results
 
-from benchmarks.gen_monitor import generate
+from datagen.monitor import generate
 from trendconv import api
 from trendconv.diff import diff_databases
 

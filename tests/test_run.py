@@ -6,19 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import A1_CONSTRUCT, A1_DATA, write_file_set
-from test_load import run_cli
-from test_parse_stage import invoke
+from helpers import A1_CONSTRUCT, invoke, make_data, run_cli
 
 from trendconv import api, workdir
-
-
-def make_data(root: Path, steps: int = 2, ranks: int = 2) -> Path:
-    data = root / "data"
-    for step in range(steps):
-        for rank in range(ranks):
-            write_file_set(data / f"step{step}" / f"rank{rank}", A1_DATA, A1_CONSTRUCT)
-    return data
 
 
 def clean_db(data: Path, root: Path, **options) -> bytes:

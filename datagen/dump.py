@@ -6,7 +6,7 @@ per-name call counters, backward keys tied to their forward twins, ``parameters_
 construct.json, an optimizer phase, and the odd values real dumps contain (nulls, nested lists, non-tensors, int and
 bool tensors, DTensors, strings, ±inf, NaN, values beyond ±1e9).
 
-Library: ``generate(out, steps=..., ranks=..., layers=...)``. CLI: ``python -m benchmarks.gen_dump --help``.
+Library: ``generate(out, steps=..., ranks=..., layers=...)``. CLI: ``python -m datagen.dump --help``.
 The same arguments always give the same bytes: every file has its own ``random.Random`` seeded from a string
 (hashed with SHA-512, so PYTHONHASHSEED plays no part) and nothing iterates over a set.
 """
@@ -821,7 +821,7 @@ def generate(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gen_dump", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m datagen.dump", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True, help="directory that receives step*/rank*/")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--ranks", type=int, required=True)

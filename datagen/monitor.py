@@ -15,7 +15,7 @@ Per rank and step there are ``micro_batches * (27 L + 10)`` actv rows, ``micro_b
 rows and ``6 L + 3`` rows per weight-side metric for ``L`` local layers of a single chunk holding embedding and
 output layer; this reproduces the row counts of the reference benchmark inputs (docs/monitor-format.md §14).
 
-Library: ``generate(out, ranks=..., steps=..., layers=...)``. CLI: ``python -m benchmarks.gen_monitor --help``.
+Library: ``generate(out, ranks=..., steps=..., layers=...)``. CLI: ``python -m datagen.monitor --help``.
 The same arguments always give the same bytes, whatever ``procs``: every file and step draws from its own
 ``random.Random`` seeded from a string (hashed with SHA-512, so PYTHONHASHSEED plays no part).
 """
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from benchmarks.gen_dump import Dims  # the same Llama-7B-like shapes (micro-batch size 1)
+from datagen.dump import Dims  # the same Llama-7B-like shapes (micro-batch size 1)
 
 ALL_NINE = (
     "actv",
@@ -1021,7 +1021,7 @@ def generate(
 
 # -- CLI -----------------------------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gen_monitor", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m datagen.monitor", description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path, help="the monitor output directory that receives the run directories")
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--steps", type=int, default=4, help="number of monitored steps")
