@@ -6,11 +6,14 @@ Expected values come from the rules of docs/dump-format.md and msprobe's behavio
 from __future__ import annotations
 
 import math
+from collections import Counter
 
+import msgspec
 import pytest
 
-from trendconv.dump import rules
-from trendconv.dump.decode import entry_of, value_of
+from trendconv.dump import decode, rules
+from trendconv.dump import parse as dump_parse
+from trendconv.dump.parse import ParseOptions
 from trendconv.dump.rules import (
     BACKWARD,
     FORWARD,
@@ -23,7 +26,7 @@ from trendconv.dump.rules import (
     raw_stat,
     skip_reason,
     split_index,
-    tensor_slots,
+    tensor_groups,
 )
 
 
@@ -31,14 +34,36 @@ def T(dtype="torch.float32", type_="torch.Tensor", value=1.0):  # noqa: N802 - t
     return {"type": type_, "dtype": dtype, "shape": [2], "Max": value, "Min": value, "Mean": value, "Norm": value}
 
 
-def slots(metric: str, entry: dict) -> list[tuple[str, object]]:
-    """tensor_slots of a plain JSON entry, decoded as the parser decodes it."""
-    return list(tensor_slots(metric, entry_of(entry, parameters=metric == PARAMETERS_GRAD)))
+def value_of(value) -> decode.Value:
+    """A plain JSON value as a tensor slot holds it once decoded."""
+    return msgspec.convert(value, decode.Value)
+
+
+# A key of each metric, all naming the targets `Module.m.M<suffix>`.
+KEYS = {
+    FORWARD: "Module.m.M.forward.0",
+    RECOMPUTE: "Module.m.M.forward.0",
+    BACKWARD: "Module.m.M.backward.0",
+    PARAMETERS_GRAD: "Module.m.M.parameters_grad",
+}
+PREFIX = "Module.m.M"
+
+
+def parsed(metric: str, entry: dict) -> dump_parse.Rows:
+    """The rows the parser's Python path makes of one entry of METRIC's key (a recompute entry says so)."""
+    rows = dump_parse._rows({KEYS[metric]: entry}, None, dump_parse._Naming({}, {}), ParseOptions(micro_step=False))
+    assert set(rows.key_metric) <= {metric}
+    return rows
 
 
 def eligible(metric: str, entry: dict) -> list[str]:
     """The suffixes that give a row (docs/dump-format.md §6), in field order."""
-    return [suffix for suffix, value in slots(metric, entry) if skip_reason(value) is None]
+    return [name.removeprefix(PREFIX) for name in parsed(metric, entry).target_name]
+
+
+def skipped(metric: str, entry: dict) -> Counter:
+    """Why the other tensor slots gave no row."""
+    return parsed(metric, entry).skipped
 
 
 # ---------------------------------------------------------------- docs/dump-format.md §4 mapping
@@ -193,7 +218,7 @@ def test_split_index_names(name, expected):
 )
 def test_eligible_type_dtype_pairs(type_, dtype):
     assert skip_reason(value_of(T(dtype, type_))) is None
-    assert rules.is_eligible(value_of(T(dtype, type_))) is True
+    assert eligible(FORWARD, {"output": [T(dtype, type_)]}) == [".output.0"]
 
 
 @pytest.mark.parametrize(
@@ -225,7 +250,8 @@ def test_eligible_type_dtype_pairs(type_, dtype):
 )
 def test_skip_reasons(value, reason):
     assert skip_reason(value_of(value)) == reason
-    assert rules.is_eligible(value_of(value)) is False
+    assert eligible(FORWARD, {"output": [value]}) == []
+    assert skipped(FORWARD, {"output": [value]}) == Counter({reason: 1})
 
 
 def test_conv2d_positions_count_null_and_nested_list():
@@ -235,17 +261,8 @@ def test_conv2d_positions_count_null_and_nested_list():
         "is_recompute": False,
         "output": [T()],
     }
-    found = slots(FORWARD, entry)
-    assert [suffix for suffix, _ in found] == [".input.0", ".input.1", ".input.2", ".input.3", ".input.4", ".output.0"]
-    assert [skip_reason(value) for _, value in found] == [
-        None,
-        None,
-        rules.SKIP_NULL,
-        rules.SKIP_NESTED,
-        rules.SKIP_DTYPE,
-        None,
-    ]
     assert eligible(FORWARD, entry) == [".input.0", ".input.1", ".output.0"]
+    assert skipped(FORWARD, entry) == Counter({rules.SKIP_NULL: 1, rules.SKIP_NESTED: 1, rules.SKIP_DTYPE: 1})
 
 
 def test_conv_module_with_object_parameters():
@@ -257,7 +274,9 @@ def test_slot_values_are_the_tensors_themselves():
     a, b, w = T(value=1.0), T(value=2.0), T(value=3.0)
     entry = {"input_args": [a], "output": [b], "parameters": {"weight": w}}
     expected = [(".input.0", a), (".output.0", b), (".parameters.weight", w)]
-    assert slots(FORWARD, entry) == [(suffix, value_of(value)) for suffix, value in expected]
+    rows = parsed(FORWARD, entry)
+    assert [name.removeprefix(PREFIX) for name in rows.target_name] == [suffix for suffix, _ in expected]
+    assert rows.tensors == [value_of(value) for _, value in expected]
 
 
 def test_recompute_reads_the_same_fields_as_forward():
@@ -291,9 +310,8 @@ def test_backward_never_looks_at_bad_input_args_or_parameters():
 
 
 def test_missing_fields_give_no_slots():
-    assert slots(FORWARD, {}) == []
-    assert slots(BACKWARD, {}) == []
-    assert slots(PARAMETERS_GRAD, {}) == []
+    for metric in (FORWARD, BACKWARD, PARAMETERS_GRAD):
+        assert (eligible(metric, {}), skipped(metric, {})) == ([], Counter())
 
 
 @pytest.mark.parametrize(
@@ -338,21 +356,13 @@ def test_parameters_grad_object_and_list_forms_and_rejects():
         "h": [T("Float32", "mindspore.Tensor")],
     }
     assert eligible(PARAMETERS_GRAD, entry) == [".a", ".b", ".h"]
-    assert [suffix for suffix, _ in slots(PARAMETERS_GRAD, entry)] == [
-        ".a",
-        ".b",
-        ".c",
-        ".d",
-        ".e",
-        ".f",
-        ".g",
-        ".h",
-    ]
+    # c, d, e and g choose no tensor (docs/dump-format.md Q1); f's tensor is an int64 one
+    assert skipped(PARAMETERS_GRAD, entry) == Counter({rules.SKIP_NULL: 4, rules.SKIP_DTYPE: 1})
 
 
 def test_parameters_grad_slot_value_is_item_zero():
     first, second = T(value=0.1), T(value=0.2)
-    assert slots(PARAMETERS_GRAD, {"w": [first, second]}) == [(".w", value_of(first))]
+    assert parsed(PARAMETERS_GRAD, {"w": [first, second]}).tensors == [value_of(first)]
 
 
 @pytest.mark.parametrize(
@@ -388,7 +398,7 @@ def test_choose_parameter(value, chosen_index):
 )
 def test_crashing_shapes_raise_entry_error(metric, entry, message):
     with pytest.raises(EntryError) as info:
-        slots(metric, entry)
+        tensor_groups(metric, decode.entry_of(entry, parameters=False))
     assert str(info.value) == message
 
 
@@ -403,7 +413,7 @@ def test_crashing_shapes_raise_entry_error(metric, entry, message):
 def test_list_field_that_is_not_a_list_is_an_error(metric, entry, message):
     """Deliberate difference (docs/migration.md): the reference iterates an object's keys and gives no rows."""
     with pytest.raises(EntryError) as raised:
-        slots(metric, entry)
+        tensor_groups(metric, decode.entry_of(entry, parameters=False))
     assert str(raised.value) == message
 
 

@@ -112,8 +112,3 @@ def entry_of(value, parameters: bool) -> Entry | dict:
         return msgspec.convert(value, _PARAMETERS_ENTRY if parameters else _ENTRY)
     except (msgspec.DecodeError, RecursionError):
         raise Refused from None
-
-
-def value_of(value) -> Value:
-    """A plain JSON value as a slot holds it (for callers that build entries by hand, such as tests)."""
-    return msgspec.convert(value, Value)

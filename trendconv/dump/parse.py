@@ -326,7 +326,7 @@ def _add_key(rows: Rows, key: str, entry, naming: _Naming, options: ParseOptions
             continue
         index = 0
         for value in values:
-            # rules.is_eligible, inlined: this is the hot path
+            # eligible (rules.skip_reason would say None), tested inline: this is the hot path
             if type(value) is Tensor and value.type in _TENSOR_TYPES and value.dtype in _FLOAT_DTYPES:
                 row_key.append(position)
                 target_name.append(f"{base}{index}")

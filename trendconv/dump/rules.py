@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from trendconv.dump.decode import UNSET, Tensor
 from trendconv.errors import kind_of
 
@@ -81,17 +79,6 @@ def tensor_groups(metric: str, entry) -> tuple[tuple[str, list | dict], ...]:
     return ((".input.", inputs), (".output.", outputs), (".parameters.", parameters))
 
 
-def tensor_slots(metric: str, entry) -> Iterator[tuple[str, object]]:
-    """(suffix, value) for every place a row may come from: the docs/dump-format.md §6 table's view of tensor_groups."""
-    for start, values in tensor_groups(metric, entry):
-        if isinstance(values, dict):
-            for name, value in values.items():
-                yield start + name, choose_parameter(value)
-        else:
-            for position, value in enumerate(values):
-                yield f"{start}{position}", value
-
-
 def _list_field(values, field: str) -> list:
     if type(values) is list:  # the common case first
         return values
@@ -110,13 +97,9 @@ def choose_parameter(value):
     return None
 
 
-def is_eligible(value) -> bool:
-    """docs/dump-format.md §6: a tensor of a supported type and float dtype (the hot path; skip_reason says why not)."""
-    return type(value) is Tensor and value.type in TENSOR_TYPES and value.dtype in FLOAT_DTYPES
-
-
 def skip_reason(value) -> str | None:
-    """None for an eligible tensor (docs/dump-format.md §6), else why the value gives no row."""
+    """None for an eligible tensor (docs/dump-format.md §6: its type in TENSOR_TYPES, its dtype in FLOAT_DTYPES, the
+    test the parser inlines), else why the value gives no row."""
     if type(value) is Tensor:
         kind = value.type
         if kind in TENSOR_TYPES:
