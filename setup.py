@@ -1,7 +1,7 @@
 """Build configuration beyond pyproject.toml: two optional C parts, each with a Python path that gives the
 same bytes more slowly where it cannot be compiled (no compiler, no SQLite headers):
 
-- trendconv.dump._extract, the rows of a dump.json read in one pass (a Python extension module);
+- trendconv.formats.dump._extract, the rows of a dump.json read in one pass (a Python extension module);
 - trendconv.load._columns, a SQLite extension the loader inserts Arrow columns through (never imported by
   Python: the loader's SQLite loads it).
 """
@@ -11,8 +11,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "trendconv.dump._extract",
-            ["trendconv/dump/_extract.c"],
+            "trendconv.formats.dump._extract",
+            ["trendconv/formats/dump/_extract.c"],
             extra_compile_args=["-O2", "-std=c11"],
             optional=True,
         ),

@@ -15,7 +15,7 @@ import statistics
 import sys
 
 from benchmarks.run import HERE, SCENARIOS, data_for, measure
-from trendconv.load import schema
+from trendconv import formats
 
 
 def timed(mode: str, data, out, workers: int, repeat: int) -> tuple[float, int, set[str]]:
@@ -28,7 +28,7 @@ def timed(mode: str, data, out, workers: int, repeat: int) -> tuple[float, int, 
         json.loads(stdout)
         times.append(elapsed)
         peaks.append(peak)
-        digests.add(hashlib.sha256((out / schema.DB_NAME).read_bytes()).hexdigest())
+        digests.add(hashlib.sha256((out / formats.get("dump").db_name).read_bytes()).hexdigest())
     return statistics.median(times), max(peaks), digests
 
 

@@ -37,7 +37,7 @@ def parse(source: Path, out: Path, workers: int) -> dict:
     from trendconv import api
 
     started = time.perf_counter()
-    summary = api.parse(source, api.default_work(out), api.ParseOptions(), workers=workers)
+    summary = api.parse(source, api.default_work(out), api.ParseOptions(), workers=workers, input_format="dump")
     return {"seconds": {"total": time.perf_counter() - started, "scan": summary.scan_seconds}, "rows": summary.rows}
 
 
@@ -45,7 +45,7 @@ def load(source: Path, out: Path, workers: int) -> dict:
     from trendconv import api
 
     started = time.perf_counter()
-    summary = api.load(source, out)
+    summary = api.load(source, out, input_format="dump")
     return {"seconds": {"total": time.perf_counter() - started}, "rows": summary.rows}
 
 

@@ -24,7 +24,7 @@ import pyarrow.csv as pacsv
 from benchmarks.report import machine_line
 from benchmarks.run import HERE, Measured, drive, machine, merged, run_msprobe, sqlite_floor
 from datagen.monitor import generate
-from trendconv.load import schema
+from trendconv import formats
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def csv_files(data: Path) -> list[Path]:
 def run_trendconv(data: Path, workers: int, scratch: Path) -> Measured:
     out = scratch / f"tc_w{workers}"
     shutil.rmtree(out, ignore_errors=True)
-    return drive("monitor", data, out, workers, schema.MONITOR_DB_NAME)
+    return drive("monitor", data, out, workers, formats.get("monitor").db_name)
 
 
 def csv_floor(data: Path) -> float:
@@ -101,7 +101,7 @@ def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
         for count in workers
     }
     measured["csv_floor"] = csv_floor(data)
-    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.MONITOR_DB_NAME, scratch)
+    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / formats.get("monitor").db_name, scratch)
     return measured
 
 

@@ -28,7 +28,7 @@ import apsw
 import orjson
 
 from datagen.dump import generate
-from trendconv import native
+from trendconv import formats, native
 from trendconv.jsonfile import _quote_bare_tokens
 from trendconv.load import connection, schema
 
@@ -141,7 +141,7 @@ def run_trendconv(data: Path, workers: int, scratch: Path, mode: str = "run") ->
     if mode != "load":
         shutil.rmtree(out, ignore_errors=True)
     source = scratch / f"tc_w{workers}" / ".trendconv" if mode == "load" else data
-    return drive(mode, source, out, workers, None if mode == "parse" else schema.DB_NAME)
+    return drive(mode, source, out, workers, None if mode == "parse" else formats.get("dump").db_name)
 
 
 def drive(mode: str, source: Path, out: Path, workers: int, db_name: str | None) -> Measured:
@@ -269,7 +269,7 @@ def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
     measured["load_only"] = run_trendconv(data, workers[0], scratch, "load")
     measured["msprobe"] = run_msprobe(msprobe, data, scratch, "--format", "dump")
     measured["json_floor"] = json_floor(data)
-    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / schema.DB_NAME, scratch)
+    measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / formats.get("dump").db_name, scratch)
     return measured
 
 

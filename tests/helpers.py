@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 
 from trendconv import shards
 from trendconv.cli import app
-from trendconv.dump import parse as dump_parse
-from trendconv.dump.parse import ParseOptions, Rows, parse_file_set
-from trendconv.parse.formats import FORMATS
-from trendconv.scan import scan
+from trendconv.formats import FORMATS
+from trendconv.formats.dump import parse as dump_parse
+from trendconv.formats.dump.parse import ParseOptions, Rows, parse_file_set
+from trendconv.formats.dump.scan import scan
 
 
 def T(norm, mx, mn, mean, *, dtype="torch.float32", type_="torch.Tensor"):  # noqa: N802 - the name docs/dump-format.md uses

@@ -13,7 +13,7 @@ from helpers import A1_CONSTRUCT, A1_DATA, invoke, write_file_set
 
 from trendconv import __version__, api, native
 from trendconv.cli import app
-from trendconv.dump import parse as dump_parse
+from trendconv.formats.dump import parse as dump_parse
 from trendconv.load import connection
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,9 +78,9 @@ def test_docs_mention_every_option(command):
 def test_diff_equal_and_different(tmp_path):
     data = tmp_path / "data"
     write_file_set(data / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
-    micro = api.run(data, tmp_path / "a", api.ParseOptions(), workers=1).load.db
-    again = api.run(data, tmp_path / "b", api.ParseOptions(), workers=1).load.db
-    plain = api.run(data, tmp_path / "c", api.ParseOptions(micro_step=False), workers=1).load.db
+    micro = api.run(data, tmp_path / "a", api.ParseOptions(), workers=1, input_format="dump").load.db
+    again = api.run(data, tmp_path / "b", api.ParseOptions(), workers=1, input_format="dump").load.db
+    plain = api.run(data, tmp_path / "c", api.ParseOptions(micro_step=False), workers=1, input_format="dump").load.db
     same = invoke("diff", micro, again)
     assert (same.exit_code, same.stdout) == (0, "logically identical\n")
     different = invoke("diff", micro, plain, "--limit", "1")
@@ -95,7 +95,7 @@ def test_diff_equal_and_different(tmp_path):
 
 def test_diff_ids_option(tmp_path):
     write_file_set(tmp_path / "data" / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
-    a = api.run(tmp_path / "data", tmp_path / "a", api.ParseOptions(), workers=1).load.db
+    a = api.run(tmp_path / "data", tmp_path / "a", api.ParseOptions(), workers=1, input_format="dump").load.db
     b = tmp_path / "b.db"
     shutil.copyfile(a, b)
     with closing(sqlite3.connect(b)) as db, db:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import A1_CONSTRUCT
 
-from trendconv.dump.construct import micro_step_count, micro_steps, parent_table, renumber, unpack_construct
 from trendconv.errors import DataError
+from trendconv.formats.dump.construct import micro_step_count, micro_steps, parent_table, renumber, unpack_construct
 
 PATH = Path("/d/step0/rank0/construct.json")
 GPT = "Module.0.module.module.GPTModel"

@@ -14,13 +14,15 @@ distributed = pytest.importorskip("distributed")
 
 
 def shard_bytes(work: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted((work / "shards").iterdir())}
+    return {path.name: path.read_bytes() for path in sorted((work / "dump" / "shards").iterdir())}
 
 
 def test_dask_gives_the_same_shards_and_database(tmp_path):
     data = make_data(tmp_path, steps=2, ranks=3)
-    local = api.run(data, tmp_path / "local", api.ParseOptions(), workers=2)
-    dask = api.run(data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2))
+    local = api.run(data, tmp_path / "local", api.ParseOptions(), workers=2, input_format="dump")
+    dask = api.run(
+        data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2), input_format="dump"
+    )
     assert (dask.parse.parsed, dask.parse.reused) == (6, 0)
     assert shard_bytes(tmp_path / "dask" / ".trendconv") == shard_bytes(tmp_path / "local" / ".trendconv")
     assert dask.load.db.read_bytes() == local.load.db.read_bytes()
@@ -28,12 +30,14 @@ def test_dask_gives_the_same_shards_and_database(tmp_path):
 
 def test_a_worker_killed_mid_task_is_retried(tmp_path, monkeypatch):
     data = make_data(tmp_path, steps=2, ranks=2)
-    clean = api.run(data, tmp_path / "clean", api.ParseOptions(), workers=1).load.db.read_bytes()
+    clean = api.run(data, tmp_path / "clean", api.ParseOptions(), workers=1, input_format="dump").load.db.read_bytes()
     marker = tmp_path / "fault-fired"
     # the worker processes inherit these: the first one to reach the point dies, once
     monkeypatch.setenv(faults.ENV, "parse-before-write")
     monkeypatch.setenv(faults.ONCE_ENV, str(marker))
-    summary = api.run(data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2))
+    summary = api.run(
+        data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2), input_format="dump"
+    )
     assert marker.exists()
     assert summary.parse.parsed == 4
     assert summary.load.db.read_bytes() == clean

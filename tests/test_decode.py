@@ -15,10 +15,10 @@ from helpers import A1_CONSTRUCT, A1_DATA, ODD_DATA, file_set_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trendconv.dump import decode
-from trendconv.dump import parse as dump_parse
-from trendconv.dump.parse import ParseOptions, parse_file_set
 from trendconv.errors import DataError
+from trendconv.formats.dump import decode
+from trendconv.formats.dump import parse as dump_parse
+from trendconv.formats.dump.parse import ParseOptions, parse_file_set
 
 STEP_MODE = ParseOptions(micro_step=False)
 

@@ -1,4 +1,4 @@
-"""The C reader of dump.json (trendconv.dump._extract) against the Python paths.
+"""The C reader of dump.json (trendconv.formats.dump._extract) against the Python paths.
 
 Every case is parsed with the C reader and with it switched off; the shards must be the same bytes. What
 the C reader refuses (it says why) goes to the Python path, which gives the rows or the error.
@@ -32,11 +32,11 @@ from hypothesis import strategies as st
 from random_dumps import dump_trees, write_tree
 
 from datagen.dump import generate
-from trendconv.dump import parse as dump_parse
-from trendconv.dump import rules
-from trendconv.dump.parse import ExtractedRows, ParseOptions, Rows, parse_file_set
 from trendconv.errors import DataError
-from trendconv.scan import scan
+from trendconv.formats.dump import parse as dump_parse
+from trendconv.formats.dump import rules
+from trendconv.formats.dump.parse import ExtractedRows, ParseOptions, Rows, parse_file_set
+from trendconv.formats.dump.scan import scan
 
 _extract = dump_parse._extract
 

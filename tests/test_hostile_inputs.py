@@ -36,15 +36,17 @@ from helpers import (
 from reference import run_msprobe
 from typer.testing import CliRunner
 
-from trendconv import api, parse, shards
+from trendconv import api, parse
 from trendconv.cli import app
 from trendconv.diff import diff_databases
-from trendconv.dump import construct
 from trendconv.errors import InternalError, UsageError
 from trendconv.executors import Outcome
-from trendconv.monitor import rules
-from trendconv.monitor.parse import MonitorRows
-from trendconv.parse.formats import FORMATS
+from trendconv.formats import FORMATS
+from trendconv.formats.dump import construct
+from trendconv.formats.dump import shard as dump_shard
+from trendconv.formats.monitor import rules
+from trendconv.formats.monitor.parse import MonitorRows
+from trendconv.load.stage import Feeder
 
 INT64_MAX = 2**63 - 1
 DENIED = "cannot read: Permission denied"
@@ -204,11 +206,11 @@ def arrow_bug(monkeypatch):
     def overflowing(*args, **kwargs):
         return pa.array([3000000000], pa.int32())
 
-    monkeypatch.setattr(shards, "build_table", overflowing)
+    monkeypatch.setattr(dump_shard, "build_table", overflowing)
     return (
         f"internal error while parsing {{}}/step0/rank0/dump.json, step 0, rank 0: ArrowInvalid: Value 3000000000 "
-        f"too large to fit in C integer type (at trendconv/parse/formats.py:"
-        f"{line_of(parse.formats, 'table = shards.build_table(')}); a trendconv bug, not a data error: please "
+        f"too large to fit in C integer type (at trendconv/formats/dump/shard.py:"
+        f"{line_of(dump_shard, 'table = build_table(')}); a trendconv bug, not a data error: please "
         "report it with the traceback `trendconv --debug ...` shows"
     )
 
@@ -225,12 +227,12 @@ def test_debug_shows_the_traceback_from_the_worker(a1_data, tmp_path, arrow_bug,
     traceback, error = result.stderr[:split], result.stderr[split:]
     assert (result.exit_code, error) == (1, f"error: {arrow_bug.format(a1_data)}\n")
     assert traceback.startswith("Traceback (most recent call last):\n")
-    assert 'trendconv/parse/__init__.py", line' in traceback and "in parse_chunk\n" in traceback
+    assert 'trendconv/parse/tasks.py", line' in traceback and "in parse_chunk\n" in traceback
     assert traceback.endswith("pyarrow.lib.ArrowInvalid: Value 3000000000 too large to fit in C integer type\n")
 
 
 def test_an_internal_error_travels_from_a_worker_with_its_traceback(a1_data, tmp_path, arrow_bug):
-    _, tasks = parse.plan(a1_data, tmp_path / "work", api.ParseOptions())
+    _, tasks = parse.plan(a1_data, tmp_path / "work", api.ParseOptions(), FORMATS["dump"])
     [(task, meta, error)] = parse.parse_chunk((tasks[0],))
     assert (task, meta, type(error)) == (tasks[0], None, InternalError)
     copy = pickle.loads(pickle.dumps(error))
@@ -250,7 +252,7 @@ class BrokenPool:
 
 def test_a_broken_pool_names_no_input_file(a1_data, tmp_path):
     with pytest.raises(InternalError) as raised:
-        api.parse(a1_data, tmp_path / "work", api.ParseOptions(), executor=BrokenPool())
+        api.parse(a1_data, tmp_path / "work", api.ParseOptions(), executor=BrokenPool(), input_format="dump")
     assert str(raised.value) == (
         "internal error while running the parse workers: BrokenProcessPool: A child process terminated abruptly; a "
         "trendconv bug, not a data error: please report it with the traceback `trendconv --debug ...` shows"
@@ -261,12 +263,12 @@ def test_a_bug_in_the_main_process_is_one_line(a1_data, tmp_path, monkeypatch):
     def broken(self):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(api._InOrderLoader, "finish", broken)
+    monkeypatch.setattr(Feeder, "finish", broken)
     result = invoke("run", a1_data, "--db", tmp_path / "out", "-j", "1", "-q")
     assert (result.exit_code, result.stderr) == (
         1,
         "error: internal error while running `trendconv run`: ZeroDivisionError: division by zero (at "
-        f"trendconv/api.py:{line_of(api, 'loaded = loader.finish()')}); a trendconv bug, not a data error: please "
+        f"trendconv/api.py:{line_of(api, 'loaded = feeder.finish()')}); a trendconv bug, not a data error: please "
         "report it with the traceback `trendconv --debug ...` shows\n",
     )
     assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / ".trendconv"]  # no database, no temporary
@@ -276,11 +278,12 @@ def test_a_system_error_on_a_named_file_is_that_file_in_the_systems_words(a1_dat
     """An OSError trendconv did not expect (an unreadable WORK) names its file, and claims no bug."""
     work = tmp_path / "work"
     assert invoke("parse", a1_data, "--work", work, "-j", "1", "-q").exit_code == 0
-    deny(work / "shards")
+    deny(work / "dump" / "shards")
     result = invoke("load", work, "--db", tmp_path / "out", "-q")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {work / 'shards' / 'step0_rank0.parquet'}: Permission denied (while running `trendconv load`)\n",
+        f"error: {work / 'dump' / 'shards' / 'step0_rank0.parquet'}: Permission denied "
+        "(while running `trendconv load`)\n",
     )
 
 
@@ -299,7 +302,7 @@ def full_disk_at(path: Path) -> Path:
 def test_a_full_disk_under_work_names_the_shard(dump_and_monitor, tmp_path, input_format):
     work = tmp_path / "work"
     shard = {
-        "dump": work / "shards" / "step0_rank0.parquet",
+        "dump": work / "dump" / "shards" / "step0_rank0.parquet",
         "monitor": work / "monitor" / "shards" / RUN / "grad_reduced_0-1.csv.parquet",
     }[input_format]
     full_disk_at(shard)

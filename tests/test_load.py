@@ -26,17 +26,19 @@ from helpers import (
 )
 
 from datagen.dump import generate
-from trendconv import api, load, shards
+from trendconv import api, shards
 from trendconv.errors import DataError
-from trendconv.load import connection
+from trendconv.formats.dump.ids import flush_starts
+from trendconv.formats.dump.shard import SCHEMA
+from trendconv.load import build, connection, schema
 
 STATS4 = ("norm,max,min,mean",) * 4
 
 
 def convert(data: Path, root: Path, *, micro_step: bool = True, workers: int = 1, index: bool = True):
     work, out = root / "work", root / "out"
-    api.parse(data, work, api.ParseOptions(micro_step=micro_step), workers=workers)
-    return api.load(work, out, index=index)
+    api.parse(data, work, api.ParseOptions(micro_step=micro_step), workers=workers, input_format="dump")
+    return api.load(work, out, index=index, input_format="dump")
 
 
 def trend(db: Path) -> list[tuple]:
@@ -265,26 +267,26 @@ def test_db_bytes_identical_across_hash_seeds(a1_data, tmp_path):
 def test_killed_load_leaves_the_old_db_untouched(a1_data, tmp_path):
     summary = convert(a1_data, tmp_path)
     before = summary.db.read_bytes()
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(micro_step=False), workers=1, input_format="dump")
     for fault in ("load-shard", "load-before-rename"):
         killed = run_cli("load", tmp_path / "work", "--db", tmp_path / "out", env_extra={"TRENDCONV_FAULT": fault})
         assert killed.returncode == -9
         assert summary.db.read_bytes() == before
         assert sorted(p.name for p in (tmp_path / "out").glob("*.trend.db")) == ["dump_data.trend.db"]
-    again = api.load(tmp_path / "work", tmp_path / "out")
+    again = api.load(tmp_path / "work", tmp_path / "out", input_format="dump")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dump_data.trend.db"]
     assert query(again.db, "SELECT max_step FROM global_stats") == [(1,)]
 
 
 def test_failed_load_removes_its_temporary_file(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
-    path = tmp_path / "work" / "shards" / "step1_rank0.parquet"
-    table = shards.read_rows(path)
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    path = tmp_path / "work" / "dump" / "shards" / "step1_rank0.parquet"
+    table = shards.read_rows(path, SCHEMA)
     metric = table.schema.get_field_index("metric")
     bogus = pa.array(["bogus"] * table.num_rows).dictionary_encode()
     shards.write_shard(path, table.set_column(metric, "metric", bogus), shards.read_meta(path))
     with pytest.raises(DataError, match=f"^{path}: unknown metric 'bogus'$"):
-        api.load(tmp_path / "work", tmp_path / "out")
+        api.load(tmp_path / "work", tmp_path / "out", input_format="dump")
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -299,7 +301,7 @@ def test_db_mode_is_0640_whatever_the_umask(a1_data, tmp_path):
 
 def test_build_connection_settings(tmp_path):
     """The index sorts spill to temporary files (temp_store 0), not to SQLite's slower in-memory ones."""
-    conn = load.open_build(tmp_path / "build.db")
+    conn = build.open_build(tmp_path / "build.db")
     settings = [conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("journal_mode", "temp_store", "cache_size")]
     conn.close()
     assert settings == ["off", 0, -8192]
@@ -404,7 +406,7 @@ def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monk
     db = convert(data, tmp_path).db
     before = db.read_bytes()
     # max_page_count makes SQLite report SQLITE_FULL as a full disk would.
-    monkeypatch.setattr(load.schema, "BUILD_PRAGMAS", (*load.schema.BUILD_PRAGMAS, f"PRAGMA max_page_count = {pages}"))
+    monkeypatch.setattr(schema, "BUILD_PRAGMAS", (*schema.BUILD_PRAGMAS, f"PRAGMA max_page_count = {pages}"))
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (
         1,
@@ -418,7 +420,7 @@ def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monk
 
 
 def test_db_directory_that_is_a_file(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
     out = tmp_path / "out"
     out.write_text("not a directory")
     result = invoke("load", tmp_path / "work", "--db", out)
@@ -554,17 +556,17 @@ def query_params(db: Path, sql: str, params: tuple) -> list[tuple]:
 
 
 def test_load_needs_a_finished_parse(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
-    (tmp_path / "work" / "shards" / "step1_rank0.parquet").unlink()
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    (tmp_path / "work" / "dump" / "shards" / "step1_rank0.parquet").unlink()
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
-    shard = tmp_path / "work" / "shards" / "step1_rank0.parquet"
+    shard = tmp_path / "work" / "dump" / "shards" / "step1_rank0.parquet"
     assert (result.exit_code, result.stderr) == (
         1,
         f"error: {shard}: shard missing; run `trendconv parse` again to rebuild it\n",
     )
-    (tmp_path / "work" / "manifest.json").unlink()
+    (tmp_path / "work" / "dump" / "manifest.json").unlink()
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
-    manifest = tmp_path / "work" / "manifest.json"
+    manifest = tmp_path / "work" / "dump" / "manifest.json"
     assert (result.exit_code, result.stderr) == (
         1,
         f"error: {manifest}: not found: the parse of this WORK did not finish; run `trendconv parse` again\n",
@@ -573,23 +575,23 @@ def test_load_needs_a_finished_parse(a1_data, tmp_path):
 
 
 def test_mixed_parse_options_are_refused(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "micro", api.ParseOptions(), workers=1)
-    api.parse(a1_data, tmp_path / "plain", api.ParseOptions(micro_step=False), workers=1)
-    shutil.copy(tmp_path / "plain" / "shards" / "step1_rank0.parquet", tmp_path / "micro" / "shards")
+    api.parse(a1_data, tmp_path / "micro", api.ParseOptions(), workers=1, input_format="dump")
+    api.parse(a1_data, tmp_path / "plain", api.ParseOptions(micro_step=False), workers=1, input_format="dump")
+    shutil.copy(tmp_path / "plain" / "dump" / "shards" / "step1_rank0.parquet", tmp_path / "micro" / "dump" / "shards")
     result = invoke("load", tmp_path / "micro", "--db", tmp_path / "out")
     digest = api.ParseOptions().mapping_sha256[:12]
     assert result.exit_code == 1
     assert result.stderr == (
-        f"error: {tmp_path / 'micro' / 'shards' / 'step1_rank0.parquet'}: parsed with no-micro-step, mapping "
+        f"error: {tmp_path / 'micro' / 'dump' / 'shards' / 'step1_rank0.parquet'}: parsed with no-micro-step, mapping "
         f"sha256 {digest}, the other shards with micro-step, mapping sha256 {digest}; re-run parse\n"
     )
 
 
 def test_other_shard_format_is_refused(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
-    path = tmp_path / "work" / "shards" / "step0_rank0.parquet"
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    path = tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet"
     meta = shards.read_meta(path)
-    shards.write_shard(path, shards.read_rows(path), {**meta, "shard_format": 99})
+    shards.write_shard(path, shards.read_rows(path, SCHEMA), {**meta, "shard_format": 99})
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (
         1,
@@ -598,7 +600,7 @@ def test_other_shard_format_is_refused(a1_data, tmp_path):
 
 
 def test_load_cli_summary(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
     db = tmp_path / "out" / "dump_data.trend.db"
     assert result.exit_code == 0
@@ -608,8 +610,8 @@ def test_load_cli_summary(a1_data, tmp_path):
 
 
 def test_manifest_lists_shards(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
-    manifest = json.loads((tmp_path / "work" / "manifest.json").read_text())
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    manifest = json.loads((tmp_path / "work" / "dump" / "manifest.json").read_text())
     assert manifest["shards"] == ["step0_rank0.parquet", "step1_rank0.parquet"]
 
 
@@ -671,10 +673,8 @@ def test_duplicates_across_insert_batches(tmp_path):
 
 
 def test_warning_over_the_plugin_size_limit(a1_data, tmp_path, monkeypatch):
-    import trendconv.load
-
-    monkeypatch.setattr(trendconv.load, "PLUGIN_SIZE_LIMIT", 1000)
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
+    monkeypatch.setattr(build, "PLUGIN_SIZE_LIMIT", 1000)
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out", "--quiet")
     db = tmp_path / "out" / "dump_data.trend.db"
     assert result.exit_code == 0
@@ -685,17 +685,18 @@ def test_warning_over_the_plugin_size_limit(a1_data, tmp_path, monkeypatch):
 
 
 def test_temporary_files_are_never_taken_for_results(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
-    stray_shard = tmp_path / "work" / "shards" / ".step0_rank0.parquet.999999.tmp"
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    stray_shard = tmp_path / "work" / "dump" / "shards" / ".step0_rank0.parquet.999999.tmp"
     stray_shard.write_bytes(b"half a shard")
-    assert [p.name for p in shards.list_shards(tmp_path / "work")] == ["step0_rank0.parquet", "step1_rank0.parquet"]
+    found = shards.list_shards(tmp_path / "work" / "dump")
+    assert [p.name for p in found] == ["step0_rank0.parquet", "step1_rank0.parquet"]
     import pyarrow.dataset as ds
 
-    assert ds.dataset(tmp_path / "work" / "shards", format="parquet").to_table().num_rows == 26
+    assert ds.dataset(tmp_path / "work" / "dump" / "shards", format="parquet").to_table().num_rows == 26
     (tmp_path / "out").mkdir()
     dead_build = tmp_path / "out" / ".dump_data.trend.db.999999.tmp"  # a killed load's build (pid 999999 is gone)
     dead_build.write_bytes(b"half a database")
-    api.load(tmp_path / "work", tmp_path / "out")
+    api.load(tmp_path / "work", tmp_path / "out", input_format="dump")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dump_data.trend.db"]
 
 
@@ -711,11 +712,11 @@ def test_flush_starts_are_key_ends_at_multiples_of_the_batch():
     """Keys a (rows 0-2), b (3-4), c (5-8), d (9), in two chunks as a shard may be read."""
     keys = pa.chunked_array([pa.array(list("aaabb")).dictionary_encode(), pa.array(list("ccccd")).dictionary_encode()])
     # batch 3: a ends at 3; 6 falls inside c, whose end leaves 2 + 4 = 6 rows buffered, at row 9
-    assert load.flush_starts(keys, batch=3) == [3, 9]
-    assert load.flush_starts(keys, batch=5) == [5]
-    assert load.flush_starts(keys, batch=2) == []  # no key ends on an even count of buffered rows
-    assert load.flush_starts(keys, batch=10) == []  # the end of the file is a flush of its own
-    assert load.flush_starts(keys[:0], batch=3) == []
+    assert flush_starts(keys, batch=3) == [3, 9]
+    assert flush_starts(keys, batch=5) == [5]
+    assert flush_starts(keys, batch=2) == []  # no key ends on an even count of buffered rows
+    assert flush_starts(keys, batch=10) == []  # the end of the file is a flush of its own
+    assert flush_starts(keys[:0], batch=3) == []
 
 
 def tensors(count: int, value: float) -> list[dict]:

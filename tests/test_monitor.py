@@ -18,9 +18,15 @@ from typer.testing import CliRunner
 from trendconv import api
 from trendconv.cli import app
 from trendconv.errors import DataError
+from trendconv.formats import FORMATS
+from trendconv.formats.monitor import metrics, rules
+from trendconv.formats.monitor.scan import scan_monitor
 from trendconv.load import connection, schema
-from trendconv.monitor import rules
-from trendconv.scan.monitor import scan_monitor
+
+
+def names(found) -> list[str]:
+    return [fmt.name for fmt in found]
+
 
 TREND = """
 SELECT t.rank, t.step, m.target_name, m.micro_step, k.metric_name, t.norm, t.min, t.max, t.zeros, t.nans, t.mean
@@ -139,7 +145,15 @@ def test_shards_are_one_per_csv_file_and_carry_no_ids(example, tmp_path):
     shard_dir = tmp_path / "out" / ".trendconv" / "monitor" / "shards" / RUN
     assert sorted(path.name for path in shard_dir.iterdir()) == ["actv_0-1.csv.parquet", "grad_reduced_0-1.csv.parquet"]
     table = pq.read_table(shard_dir / "grad_reduced_0-1.csv.parquet")
-    assert table.column_names == ["rank", "metric", "target_name", "vpp_stage", "step", "micro_step", *rules.STATS[:6]]
+    assert table.column_names == [
+        "rank",
+        "metric",
+        "target_name",
+        "vpp_stage",
+        "step",
+        "micro_step",
+        *metrics.STATS[:6],
+    ]
     means = table.column("mean").to_pylist()
     assert means[:3] == [-1e-06, 0.0, -1e-06] and math.isnan(means[3])  # NaN kept; load turns it into NULL
     assert table.column("norm").to_pylist()[3] == math.inf  # clipping is the load's job too
@@ -455,7 +469,7 @@ def test_parse_then_load_of_monitor_data_and_format_forgetting(example, tmp_path
     ]
     again = invoke("parse", example, "--work", work, "--format", "monitor", "-j", "1")
     assert again.stdout.splitlines()[0] == f"parsed 2 monitor CSV files into {work}/monitor/shards: 0 parsed, 2 reused"
-    assert api.formats_in_work(work) == ["monitor"]
+    assert names(api.formats_in_work(work)) == ["monitor"]
     loaded = invoke("load", work, "--db", tmp_path / "out")
     assert loaded.exit_code == 0, loaded.output
     assert loaded.stdout.splitlines()[1] == "  rows 12, targets 4, tags 17, tag links 28"
@@ -501,7 +515,7 @@ def test_inspect_monitor_shards(example, tmp_path):
         "shard": "actv_0-1.csv.parquet",
         "status": "ok",
         "rows": 8,
-        "rows_per_metric": dict.fromkeys(rules.METRICS, 0) | {"actv": 8},
+        "rows_per_metric": dict.fromkeys(metrics.METRICS, 0) | {"actv": 8},
         "skipped": {},
     }
     assert (document["input_format"], document["other_formats"]) == ("monitor", ["dump"])
@@ -535,11 +549,11 @@ def test_sigkill_then_rerun_gives_the_clean_monitor_db(example, tmp_path, fault,
 
 
 def test_small_files_travel_to_workers_in_chunks(example, tmp_path, monkeypatch):
-    from trendconv import parse as parse_stage
+    from trendconv.parse import runner as parse_stage
 
     for step in range(2, 7):
         write_run(example, {f"other_{step}-{step}.csv": "vpp_stage,name,step,norm\n0,w,0,1\n"})  # 33 bytes each
-    _, tasks = parse_stage.plan(example, tmp_path / "work", api.ParseOptions(), "monitor")
+    _, tasks = parse_stage.plan(example, tmp_path / "work", api.ParseOptions(), FORMATS["monitor"])
     sizes = [task.unit.path.stat().st_size for task in tasks]
     assert sizes == [len(ACTV), len(GRAD), 33, 33, 33, 33, 33]
     monkeypatch.setattr(parse_stage, "CHUNK_BYTES", len(ACTV) + len(GRAD))
@@ -563,19 +577,19 @@ def test_monitor_databases_get_the_read_indexes(example, tmp_path):
 def test_the_api_converts_every_format_found(example, tmp_path):
     write_file_set(example / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
     options = api.ParseOptions()
-    assert api.formats_in_data(example, "auto") == ["dump", "monitor"]
-    runs = api.run_all(example, tmp_path / "out", options, workers=1)
-    assert [(run.parse.input_format, run.load.db.name) for run in runs] == [
+    assert names(api.formats_in_data(example, "auto")) == ["dump", "monitor"]
+    runs = api.run_all(example, tmp_path / "out", options, workers=1, input_format="auto")
+    assert [(run.parse.format, run.load.db.name) for run in runs] == [
         ("dump", "dump_data.trend.db"),
         ("monitor", "monitor_data.trend.db"),
     ]
     parsed = api.parse_all(example, tmp_path / "work", options, input_format="monitor", workers=1)
-    assert [(summary.input_format, summary.files) for summary in parsed] == [("monitor", 2)]
-    assert api.formats_in_work(tmp_path / "out" / ".trendconv") == ["dump", "monitor"]
+    assert [(summary.format, summary.files) for summary in parsed] == [("monitor", 2)]
+    assert names(api.formats_in_work(tmp_path / "out" / ".trendconv")) == ["dump", "monitor"]
     loaded = api.load_all(tmp_path / "out" / ".trendconv", tmp_path / "again")
     assert [summary.db.read_bytes() for summary in loaded] == [run.load.db.read_bytes() for run in runs]
     api.parse_all(example, tmp_path / "out" / ".trendconv", options, input_format="dump", workers=1)
-    assert api.formats_in_work(tmp_path / "out" / ".trendconv") == ["dump"]  # the monitor parse is forgotten
+    assert names(api.formats_in_work(tmp_path / "out" / ".trendconv")) == ["dump"]  # the monitor parse is forgotten
 
 
 def test_run_summary_names_the_files_left_out(example, tmp_path):
@@ -612,8 +626,8 @@ def test_full_disk_is_a_clear_error(example, tmp_path, monkeypatch):
 def test_every_stat_column_at_once(tmp_path, monkeypatch):
     # 4 key columns and all 14 stats: the widest trend_data there is, inserted through trendconv_columns and
     # bound as Python values alike.
-    stats = ",".join(rules.STATS)
-    values = ",".join(str(index + 0.5) for index in range(len(rules.STATS)))
+    stats = ",".join(metrics.STATS)
+    values = ",".join(str(index + 0.5) for index in range(len(metrics.STATS)))
     write_run(tmp_path / "data", {"other_0-0.csv": f"vpp_stage,name,step,{stats}\n0,x.weight,0,{values}\n"})
     db = convert(tmp_path / "data", tmp_path / "columns").load.db
     assert query(db, "SELECT * FROM trend_data") == [(0, 0, 1, 1, *(index + 0.5 for index in range(14)))]

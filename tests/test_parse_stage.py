@@ -23,8 +23,10 @@ from helpers import (
 )
 
 from trendconv import api, shards
-from trendconv.dump.parse import parse_file_set
 from trendconv.errors import DataError
+from trendconv.formats import FORMATS
+from trendconv.formats.dump.parse import parse_file_set
+from trendconv.formats.dump.shard import SCHEMA
 from trendconv.parse import plan
 
 
@@ -34,8 +36,8 @@ def shard_rows(path: Path) -> list[dict]:
 
 def test_a2_shard_rows_micro_step(tmp_path):
     write_file_set(tmp_path / "data" / "step0" / "rank0", A2_DATA, A2_CONSTRUCT)
-    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(), workers=1)
-    rows = shard_rows(tmp_path / "work" / "shards" / "step0_rank0.parquet")
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    rows = shard_rows(tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet")
     got = [(r["local_micro_step"], r["metric"], r["target_name"], r["micro_step"], r["norm"], r["key"]) for r in rows]
     assert got == [
         (0, "forward", "Module.m.M.input.0", 0, 1.0, "Module.m.M.forward.0"),
@@ -53,8 +55,8 @@ def test_a2_shard_rows_micro_step(tmp_path):
 
 def test_a2_shard_rows_step_mode(tmp_path):
     write_file_set(tmp_path / "data" / "step0" / "rank0", A2_DATA)
-    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
-    rows = shard_rows(tmp_path / "work" / "shards" / "step0_rank0.parquet")
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1, input_format="dump")
+    rows = shard_rows(tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet")
     got = [(r["local_micro_step"], r["target_name"], r["micro_step"]) for r in rows]
     assert got == [
         (0, "Module.m.M.input.0", 0),
@@ -71,8 +73,8 @@ def test_a2_shard_rows_step_mode(tmp_path):
 
 def test_shard_keeps_raw_values_and_metadata(a1_data, tmp_path):
     work = tmp_path / "work"
-    api.parse(a1_data, work, api.ParseOptions(mapping=((".net.", ".n."),)), workers=1)
-    path = work / "shards" / "step1_rank0.parquet"
+    api.parse(a1_data, work, api.ParseOptions(mapping=((".net.", ".n."),)), workers=1, input_format="dump")
+    path = work / "dump" / "shards" / "step1_rank0.parquet"
     rows = shard_rows(path)
     assert [r["target_name"] for r in rows[:3]] == [
         "Module.n.Net.input.0",
@@ -109,8 +111,8 @@ def test_shard_keeps_raw_values_and_metadata(a1_data, tmp_path):
 
 def test_list_or_object_type_and_dtype_are_skipped(tmp_path):
     write_file_set(tmp_path / "data" / "step0" / "rank0", UNHASHABLE_DATA)
-    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
-    path = tmp_path / "work" / "shards" / "step0_rank0.parquet"
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1, input_format="dump")
+    path = tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet"
     assert [(r["target_name"], r["norm"]) for r in shard_rows(path)] == [
         ("Module.m.M.input.2", 3.0),
         ("Module.m.M.b", 7.0),
@@ -119,18 +121,18 @@ def test_list_or_object_type_and_dtype_are_skipped(tmp_path):
 
 
 def test_shards_read_as_one_dataset_with_dictionary_strings(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
-    table = ds.dataset(tmp_path / "work" / "shards", format="parquet").to_table()
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    table = ds.dataset(tmp_path / "work" / "dump" / "shards", format="parquet").to_table()
     assert table.num_rows == 26
     assert str(table.schema.field("target_name").type) == "dictionary<values=string, indices=int32, ordered=0>"
     assert sorted(set(zip(table["step"].to_pylist(), table["rank"].to_pylist()))) == [(0, 0), (1, 0)]
 
 
 def test_shard_columns_have_no_statistics_and_dictionaries_only_for_strings(a1_data, tmp_path):
-    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
-    metadata = pq.ParquetFile(tmp_path / "work" / "shards" / "step0_rank0.parquet").metadata
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    metadata = pq.ParquetFile(tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet").metadata
     columns = [metadata.row_group(0).column(index) for index in range(metadata.num_columns)]
-    assert [column.statistics for column in columns] == [None] * len(shards.SCHEMA)
+    assert [column.statistics for column in columns] == [None] * len(SCHEMA)
     dictionary_encoded = [column.path_in_schema for column in columns if "RLE_DICTIONARY" in column.encodings]
     assert dictionary_encoded == ["metric", "target_name", "key"]
 
@@ -144,46 +146,47 @@ def many_file_sets(data: Path, steps: int = 3, ranks: int = 3) -> None:
 @pytest.mark.parametrize("workers", [2, 4])
 def test_shards_identical_whatever_the_worker_count(tmp_path, workers):
     many_file_sets(tmp_path / "data")
-    api.parse(tmp_path / "data", tmp_path / "one", api.ParseOptions(), workers=1)
-    api.parse(tmp_path / "data", tmp_path / "many", api.ParseOptions(), workers=workers)
-    one = sorted(p.name for p in (tmp_path / "one" / "shards").iterdir())
-    assert one == sorted(p.name for p in (tmp_path / "many" / "shards").iterdir())
-    assert len(one) == 9
-    for name in one:
-        assert (tmp_path / "one" / "shards" / name).read_bytes() == (tmp_path / "many" / "shards" / name).read_bytes()
+    api.parse(tmp_path / "data", tmp_path / "one", api.ParseOptions(), workers=1, input_format="dump")
+    api.parse(tmp_path / "data", tmp_path / "many", api.ParseOptions(), workers=workers, input_format="dump")
+    one, many = tmp_path / "one" / "dump" / "shards", tmp_path / "many" / "dump" / "shards"
+    names = sorted(p.name for p in one.iterdir())
+    assert names == sorted(p.name for p in many.iterdir())
+    assert len(names) == 9
+    for name in names:
+        assert (one / name).read_bytes() == (many / name).read_bytes()
 
 
 def test_resume_reuses_unchanged_shards_and_reparses_changed_ones(tmp_path):
     many_file_sets(tmp_path / "data", steps=2, ranks=2)
     work = tmp_path / "work"
-    first = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    first = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1, input_format="dump")
     assert (first.parsed, first.reused) == (4, 0)
     changed = tmp_path / "data" / "step1" / "rank0" / "dump.json"
     changed.write_text(changed.read_text() + "\n")
-    (work / "shards" / "step0_rank1.parquet").write_bytes(b"PAR1 truncated")
-    second = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    (work / "dump" / "shards" / "step0_rank1.parquet").write_bytes(b"PAR1 truncated")
+    second = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1, input_format="dump")
     assert (second.parsed, second.reused) == (2, 2)
-    third = api.parse(tmp_path / "data", work, api.ParseOptions(micro_step=False), workers=1)
+    third = api.parse(tmp_path / "data", work, api.ParseOptions(micro_step=False), workers=1, input_format="dump")
     assert (third.parsed, third.reused) == (4, 0)
 
 
 def test_orphan_shards_are_removed(tmp_path):
     many_file_sets(tmp_path / "data", steps=1, ranks=2)
     work = tmp_path / "work"
-    api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1, input_format="dump")
     for path in (tmp_path / "data" / "step0" / "rank1").iterdir():
         path.unlink()
-    summary = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1)
+    summary = api.parse(tmp_path / "data", work, api.ParseOptions(), workers=1, input_format="dump")
     assert summary.removed_orphans == 1
-    assert [p.name for p in (work / "shards").iterdir()] == ["step0_rank0.parquet"]
-    assert json.loads((work / "manifest.json").read_text())["shards"] == ["step0_rank0.parquet"]
+    assert [p.name for p in (work / "dump" / "shards").iterdir()] == ["step0_rank0.parquet"]
+    assert json.loads((work / "dump" / "manifest.json").read_text())["shards"] == ["step0_rank0.parquet"]
 
 
 def test_parse_cli_summary(a1_data, tmp_path):
     result = invoke("parse", a1_data, "--work", tmp_path / "work")
     assert result.exit_code == 0
     assert result.stdout == (
-        f"parsed 2 file sets into {tmp_path / 'work'}/shards: 2 parsed, 0 reused\n"
+        f"parsed 2 file sets into {tmp_path / 'work'}/dump/shards: 2 parsed, 0 reused\n"
         "  rows 26\n  skipped 2 × null\n  skipped 2 × unsupported dtype\n"
     )
 
@@ -204,24 +207,25 @@ def full_disk_at(path: Path) -> Path:
 
 def test_full_disk_on_work_json_or_manifest_is_a_clear_error(a1_data, tmp_path):
     work = tmp_path / "work"
-    work.mkdir()
-    tmp = full_disk_at(work / "work.json")
+    part = work / "dump"
+    part.mkdir(parents=True)
+    tmp = full_disk_at(part / "work.json")
     result = invoke("parse", a1_data, "--work", work, "--workers", "1")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {work / 'work.json'}: cannot write: No space left on device\n",
+        f"error: {part / 'work.json'}: cannot write: No space left on device\n",
     )
-    assert sorted(path.name for path in work.iterdir()) == ["lock"]
-    full_disk_at(work / "manifest.json")
+    assert (sorted(path.name for path in work.iterdir()), list(part.iterdir())) == (["dump", "lock"], [])
+    full_disk_at(part / "manifest.json")
     result = invoke("parse", a1_data, "--work", work, "--workers", "1")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {work / 'manifest.json'}: cannot write: No space left on device\n",
+        f"error: {part / 'manifest.json'}: cannot write: No space left on device\n",
     )
-    assert sorted(path.name for path in work.iterdir()) == ["lock", "shards", "work.json"]
+    assert sorted(path.name for path in part.iterdir()) == ["shards", "work.json"]
     assert not tmp.is_symlink()
-    resumed = api.parse(a1_data, work, api.ParseOptions(), workers=1)
-    assert (resumed.parsed, resumed.reused, (work / "manifest.json").is_file()) == (0, 2, True)
+    resumed = api.parse(a1_data, work, api.ParseOptions(), workers=1, input_format="dump")
+    assert (resumed.parsed, resumed.reused, (part / "manifest.json").is_file()) == (0, 2, True)
 
 
 def test_a_failed_worker_names_the_file_and_keeps_finished_shards(tmp_path):
@@ -233,8 +237,8 @@ def test_a_failed_worker_names_the_file_and_keeps_finished_shards(tmp_path):
     assert result.stderr == (
         f"error: {bad}, step 1, rank 1, key 'Module.net.Net.forward.0': 'input_args' is null, expected a list\n"
     )
-    assert not (tmp_path / "work" / "manifest.json").exists()
-    finished = sorted(p.name for p in (tmp_path / "work" / "shards").iterdir())
+    assert not (tmp_path / "work" / "dump" / "manifest.json").exists()
+    finished = sorted(p.name for p in (tmp_path / "work" / "dump" / "shards").iterdir())
     assert finished == ["step0_rank0.parquet", "step0_rank1.parquet", "step1_rank0.parquet"]
 
 
@@ -309,7 +313,7 @@ def test_bad_input_gives_one_line_error_and_exit_1(tmp_path, case):
         (item / "construct.json").write_text(construct_text)
     result = invoke("parse", tmp_path / "data", "--work", tmp_path / "work")
     assert (name, result.exit_code, result.stderr) == (name, 1, expected)
-    assert not (tmp_path / "work" / "manifest.json").exists()
+    assert not (tmp_path / "work" / "dump" / "manifest.json").exists()
 
 
 def test_unreadable_dump_json(tmp_path):
@@ -360,8 +364,8 @@ def test_statistics_of_every_json_kind(tmp_path):
     stats = {"Norm": "  2.5 ", "Max": True, "Min": [1, 2], "type": "torch.Tensor", "dtype": "torch.bfloat16"}
     data = {"Functional.f.0.forward": {"input_args": [stats, {"type": "torch.Tensor", "dtype": "torch.float16"}]}}
     write_file_set(tmp_path / "data" / "step0" / "rank0", data)
-    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1)
-    rows = shard_rows(tmp_path / "work" / "shards" / "step0_rank0.parquet")
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(micro_step=False), workers=1, input_format="dump")
+    rows = shard_rows(tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet")
     assert [(r["norm"], r["max"], r["min"], r["mean"]) for r in rows] == [(2.5, 1.0, None, None), (None,) * 4]
 
 
@@ -392,9 +396,9 @@ def test_shared_construct_json_gives_each_file_set_its_own_rows(tmp_path):
     write_file_set(tmp_path / "data" / "step0" / "rank0", first, construct)
     write_file_set(tmp_path / "data" / "step1" / "rank0", second, construct)
     write_file_set(tmp_path / "data" / "step2" / "rank0", first, {"Functional.relu.0.forward": None})
-    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(), workers=1)
+    api.parse(tmp_path / "data", tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
     got = [
-        [(r["metric"], r["target_name"], r["norm"]) for r in shard_rows(tmp_path / "work" / "shards" / name)]
+        [(r["metric"], r["target_name"], r["norm"]) for r in shard_rows(tmp_path / "work" / "dump" / "shards" / name)]
         for name in ("step0_rank0.parquet", "step1_rank0.parquet", "step2_rank0.parquet")
     ]
     assert got == [
@@ -407,7 +411,7 @@ def test_shared_construct_json_gives_each_file_set_its_own_rows(tmp_path):
 def test_a_bad_construct_json_is_reported_for_each_file_set(tmp_path):
     for step in (0, 1):
         write_file_set(tmp_path / "data" / f"step{step}" / "rank0", A2_DATA, ["not", "an", "object"])
-    _, tasks = plan(tmp_path / "data", tmp_path / "work", api.ParseOptions())
+    _, tasks = plan(tmp_path / "data", tmp_path / "work", api.ParseOptions(), FORMATS["dump"])
     for step, task in enumerate(tasks):
         with pytest.raises(DataError, match=f"step{step}/rank0/construct.json: top level is"):
             parse_file_set(task.unit, task.options)

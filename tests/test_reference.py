@@ -20,7 +20,8 @@ from reference import run_msprobe
 from datagen.dump import generate
 from trendconv import api, shards
 from trendconv.diff import diff_databases
-from trendconv.load import flush_starts
+from trendconv.formats.dump.ids import flush_starts
+from trendconv.formats.dump.shard import SCHEMA
 
 pytestmark = pytest.mark.reference  # runs msprobe data2db: `-m 'not reference'` skips these
 
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.reference  # runs msprobe data2db: `-m 'not reference'`
 def assert_same_as_reference(data: Path, root: Path, *, micro_step: bool, mapping: Path | None = None, seed=0):
     reference = run_msprobe(data, root / "reference", micro_step=micro_step, mapping=mapping, hash_seed=seed)
     options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
-    ours = api.run(data, root / "ours", options, workers=1).load.db
+    ours = api.run(data, root / "ours", options, workers=1, input_format="dump").load.db
     report = diff_databases(reference, ours, ids=True)
     assert report.equal, report.format()
 
@@ -110,7 +111,7 @@ def test_generated_dump_with_a_mapping(tmp_path):
 def test_plugin_statements_give_the_same_results(tmp_path, metric):
     generate(tmp_path / "data", steps=2, ranks=2, layers=2, seed=4)
     reference = run_msprobe(tmp_path / "data", tmp_path / "reference", micro_step=True, hash_seed=1)
-    ours = api.run(tmp_path / "data", tmp_path / "ours", api.ParseOptions(), workers=2).load.db
+    ours = api.run(tmp_path / "data", tmp_path / "ours", api.ParseOptions(), workers=2, input_format="dump").load.db
     for step, rank, tag in [(0, 0, "Module"), (1, 1, "input.0"), (3, 0, "layers.1")]:
         expected = plugin_results(reference, metric, step, rank, tag)
         assert expected["S7 step"] or step == 3  # the chosen views are not empty
@@ -136,7 +137,7 @@ def big_files(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("micro_step", [True, False])
 def test_ids_match_the_reference_with_flushes_inside_files(big_files, tmp_path, micro_step):
     assert_same_as_reference(big_files, tmp_path, micro_step=micro_step, seed=9)
-    shard_list = shards.list_shards(api.default_work(tmp_path / "ours"))
-    assert [(path.name, flush_starts(shards.read_rows(path)["key"])) for path in shard_list] == [
+    shard_list = shards.list_shards(api.default_work(tmp_path / "ours") / "dump")
+    assert [(path.name, flush_starts(shards.read_rows(path, SCHEMA)["key"])) for path in shard_list] == [
         (f"step{step}_rank{rank}.parquet", FLUSHES[micro_step]) for step in (0, 1) for rank in (0, 1, 2)
     ]

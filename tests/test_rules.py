@@ -11,16 +11,14 @@ from collections import Counter
 import msgspec
 import pytest
 
-from trendconv.dump import decode, rules
-from trendconv.dump import parse as dump_parse
-from trendconv.dump.parse import ParseOptions
-from trendconv.dump.rules import (
+from trendconv.formats.dump import decode, rules
+from trendconv.formats.dump import parse as dump_parse
+from trendconv.formats.dump.rules import (
     BACKWARD,
     FORWARD,
     PARAMETERS_GRAD,
     RECOMPUTE,
     EntryError,
-    apply_mapping,
     choose_parameter,
     classify,
     raw_stat,
@@ -28,6 +26,7 @@ from trendconv.dump.rules import (
     split_index,
     tensor_groups,
 )
+from trendconv.options import ParseOptions, apply_mapping
 
 
 def T(dtype="torch.float32", type_="torch.Tensor", value=1.0):  # noqa: N802 - the name docs/dump-format.md uses

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from helpers import A1_CONSTRUCT, invoke, make_data, run_cli
 
-from trendconv import api, workdir
+from trendconv import api, inspection, workdir
 
 
 def clean_db(data: Path, root: Path, **options) -> bytes:
-    summary = api.run(data, root / "clean", api.ParseOptions(**options), workers=1)
+    summary = api.run(data, root / "clean", api.ParseOptions(**options), workers=1, input_format="dump")
     return summary.load.db.read_bytes()
 
 
@@ -31,7 +31,7 @@ def test_run_summary_and_default_work(tmp_path):
         lines[5],
     ]
     assert lines[5].startswith("  time: scan ") and lines[5].endswith("s") and len(lines) == 6
-    assert sorted(p.name for p in (tmp_path / "out" / ".trendconv" / "shards").iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "out" / ".trendconv" / "dump" / "shards").iterdir()) == [
         "step0_rank0.parquet",
         "step0_rank1.parquet",
         "step1_rank0.parquet",
@@ -41,8 +41,8 @@ def test_run_summary_and_default_work(tmp_path):
 
 def test_run_equals_parse_then_load(tmp_path):
     data = make_data(tmp_path)
-    api.parse(data, tmp_path / "work", api.ParseOptions(), workers=2)
-    separate = api.load(tmp_path / "work", tmp_path / "separate").db.read_bytes()
+    api.parse(data, tmp_path / "work", api.ParseOptions(), workers=2, input_format="dump")
+    separate = api.load(tmp_path / "work", tmp_path / "separate", input_format="dump").db.read_bytes()
     assert clean_db(data, tmp_path) == separate
 
 
@@ -68,7 +68,7 @@ def test_sigkill_then_rerun_gives_the_clean_db(tmp_path, fault):
     assert f"  4 file sets: {4 - reused} parsed, {reused} reused" in again.stdout
     assert (out / "dump_data.trend.db").read_bytes() == clean_db(data, tmp_path)
     assert sorted(p.name for p in out.iterdir()) == [".trendconv", "dump_data.trend.db"]
-    assert sorted(p.name for p in (out / ".trendconv" / "shards").iterdir()) == [
+    assert sorted(p.name for p in (out / ".trendconv" / "dump" / "shards").iterdir()) == [
         "step0_rank0.parquet",
         "step0_rank1.parquet",
         "step1_rank0.parquet",
@@ -79,8 +79,8 @@ def test_sigkill_then_rerun_gives_the_clean_db(tmp_path, fault):
 def test_truncated_deleted_and_changed_shards_are_reparsed(tmp_path):
     data = make_data(tmp_path)
     out = tmp_path / "out"
-    api.run(data, out, api.ParseOptions(), workers=1)
-    shards_dir = out / ".trendconv" / "shards"
+    api.run(data, out, api.ParseOptions(), workers=1, input_format="dump")
+    shards_dir = out / ".trendconv" / "dump" / "shards"
     truncated = shards_dir / "step0_rank1.parquet"
     truncated.write_bytes(truncated.read_bytes()[:100])
     (shards_dir / "step1_rank0.parquet").unlink()
@@ -88,7 +88,7 @@ def test_truncated_deleted_and_changed_shards_are_reparsed(tmp_path):
     document = json.loads(changed.read_text())
     document["data"]["Module.net.Net.forward.0"]["output"][0]["Max"] = 7.5
     changed.write_text(json.dumps(document, indent=1))
-    summary = api.run(data, out, api.ParseOptions(), workers=1)
+    summary = api.run(data, out, api.ParseOptions(), workers=1, input_format="dump")
     assert (summary.parse.parsed, summary.parse.reused) == (3, 1)
     assert summary.load.db.read_bytes() == clean_db(data, tmp_path)
 
@@ -96,10 +96,12 @@ def test_truncated_deleted_and_changed_shards_are_reparsed(tmp_path):
 def test_changed_options_make_every_shard_stale(tmp_path):
     data = make_data(tmp_path)
     out = tmp_path / "out"
-    api.run(data, out, api.ParseOptions(), workers=1)
-    plain = api.run(data, out, api.ParseOptions(micro_step=False), workers=1)
+    api.run(data, out, api.ParseOptions(), workers=1, input_format="dump")
+    plain = api.run(data, out, api.ParseOptions(micro_step=False), workers=1, input_format="dump")
     assert (plain.parse.parsed, plain.parse.reused) == (4, 0)
-    mapped = api.run(data, out, api.ParseOptions(micro_step=False, mapping=(("Net", "N"),)), workers=1)
+    mapped = api.run(
+        data, out, api.ParseOptions(micro_step=False, mapping=(("Net", "N"),)), workers=1, input_format="dump"
+    )
     assert (mapped.parse.parsed, mapped.parse.reused) == (4, 0)
 
 
@@ -118,9 +120,9 @@ def test_second_run_on_the_same_work_fails_fast(tmp_path):
 def test_inspect_text(tmp_path):
     data = make_data(tmp_path, steps=1, ranks=3)
     work = tmp_path / "out" / ".trendconv"
-    api.run(data, tmp_path / "out", api.ParseOptions(), workers=1)
-    (work / "shards" / "step0_rank1.parquet").write_bytes(b"junk")
-    (work / "shards" / "step0_rank2.parquet").unlink()
+    api.run(data, tmp_path / "out", api.ParseOptions(), workers=1, input_format="dump")
+    (work / "dump" / "shards" / "step0_rank1.parquet").write_bytes(b"junk")
+    (work / "dump" / "shards" / "step0_rank2.parquet").unlink()
     result = invoke("inspect", work)
     digest = api.ParseOptions().mapping_sha256[:12]
     assert result.exit_code == 0
@@ -140,7 +142,7 @@ def test_inspect_text(tmp_path):
 def test_inspect_json_and_stale(tmp_path):
     data = make_data(tmp_path, steps=1, ranks=2)
     work = tmp_path / "out" / ".trendconv"
-    api.run(data, tmp_path / "out", api.ParseOptions(), workers=1)
+    api.run(data, tmp_path / "out", api.ParseOptions(), workers=1, input_format="dump")
     (data / "step0" / "rank1" / "construct.json").write_text(json.dumps(A1_CONSTRUCT, indent=2))
     document = json.loads(invoke("inspect", work, "--json").stdout)
     assert document["shards"][1] == {
@@ -176,7 +178,7 @@ def test_inspect_json_and_stale(tmp_path):
 def test_inspect_without_data(tmp_path):
     data = make_data(tmp_path, steps=1, ranks=1)
     work = tmp_path / "out" / ".trendconv"
-    api.run(data, tmp_path / "out", api.ParseOptions(), workers=1)
+    api.run(data, tmp_path / "out", api.ParseOptions(), workers=1, input_format="dump")
     (data / "step0" / "rank0" / "dump.json").unlink()
     (data / "step0" / "rank0" / "construct.json").unlink()
     document = json.loads(invoke("inspect", work, "--json").stdout)
@@ -193,7 +195,9 @@ def test_data2db_with_msprobe_flags(tmp_path):
         "--process_num", "2",
     )  # fmt: skip
     assert result.exit_code == 0
-    expected = api.run(data, tmp_path / "plain", api.ParseOptions(micro_step=False), workers=1).load.db
+    expected = api.run(
+        data, tmp_path / "plain", api.ParseOptions(micro_step=False), workers=1, input_format="dump"
+    ).load.db
     assert (tmp_path / "out" / "dump_data.trend.db").read_bytes() == expected.read_bytes()
 
 
@@ -222,3 +226,27 @@ def test_interrupt_exits_130(tmp_path, monkeypatch):
     result = invoke("run", data, "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (130, "error: interrupted\n")
     assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / ".trendconv"]
+
+
+def old_layout(work: Path) -> None:
+    """Make WORK look as trendconv 0.1 left it: the dump part at WORK itself."""
+    for path in (work / "dump").iterdir():
+        path.rename(work / path.name)
+    (work / "dump").rmdir()
+
+
+def test_a_work_of_trendconv_0_1_still_loads_and_resumes(tmp_path):
+    data = make_data(tmp_path)
+    work = tmp_path / "work"
+    api.parse(data, work, api.ParseOptions(), workers=1, input_format="dump")
+    clean = api.load(work, tmp_path / "new", input_format="dump").db.read_bytes()
+    old_layout(work)
+    assert sorted(path.name for path in work.iterdir()) == ["lock", "manifest.json", "shards", "work.json"]
+    loaded = invoke("load", work, "--db", tmp_path / "old", "-q")
+    assert (loaded.exit_code, (tmp_path / "old" / "dump_data.trend.db").read_bytes()) == (0, clean)
+    assert inspection.inspect_work(work)["totals"]["status"] == {"ok": 4, "stale": 0, "corrupt": 0, "missing": 0}
+    resumed = api.parse(data, work, api.ParseOptions(), workers=1, input_format="dump")
+    assert (resumed.parsed, resumed.reused, resumed.removed_orphans) == (0, 4, 0)
+    assert sorted(path.name for path in work.iterdir()) == ["dump", "lock"]
+    assert sorted(path.name for path in (work / "dump").iterdir()) == ["manifest.json", "shards", "work.json"]
+    assert api.load(work, tmp_path / "moved", input_format="dump").db.read_bytes() == clean

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trendconv.errors import DataError, UsageError
-from trendconv.scan import FileSet, scan
+from trendconv.formats.dump.scan import FileSet, scan
 
 
 def item(data: Path, step_dir: str, name: str, *, dump: bool = True) -> Path:

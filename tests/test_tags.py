@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trendconv.tags import tags_of
+from trendconv.formats.dump.tags import tags_of
 
 
 def parse(text: str) -> set[tuple[str, str]]:

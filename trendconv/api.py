@@ -1,4 +1,8 @@
-"""The Python API behind the CLI: parse, load, run and inspect, as plain functions tests can call."""
+"""The stages wired together per format: parse, load and run (both at once), as the CLI and tests call them.
+
+Format-blind: each function works on the format named by `input_format` (trendconv.formats); the `_all` variants
+on every format asked for, or found.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trendconv import shards, workdir
-from trendconv.dump.parse import ParseOptions
+from trendconv import formats, shards, workdir
 from trendconv.errors import DataError, UsageError
 from trendconv.executors import Executor, default_workers, prestart
 from trendconv.faults import fault_point
+from trendconv.formats import Format
 from trendconv.jsonfile import read_python_json
-from trendconv.load import LoadSummary, TrendDbBuilder, load_shards
-from trendconv.load.monitor import MonitorDbBuilder, load_monitor_shards
-from trendconv.parse import ParseSummary, ParseTask, run_parse
-from trendconv.parse.formats import DUMP, FORMATS, MONITOR
-from trendconv.scan import has_dump_data
-from trendconv.scan.fs import check_data, is_file
-from trendconv.scan.monitor import CsvFile, has_monitor_data
+from trendconv.load.stage import Feeder, load_shards
+from trendconv.options import ParseOptions
+from trendconv.parse import ParseTask, read_manifest, run_parse
+from trendconv.scan import is_file
+from trendconv.summaries import LoadSummary, ParseSummary
 
 __all__ = [
-    "DUMP",
-    "MONITOR",
     "ParseOptions",
     "RunSummary",
     "default_work",
@@ -36,11 +36,9 @@ __all__ = [
     "make_executor",
     "parse",
     "parse_all",
-    "read_manifest_shards",
     "run",
     "run_all",
 ]
-AUTO = "auto"
 
 DEFAULT_WORK = ".trendconv"
 MAX_LOCAL_DASK_WORKERS = 128
@@ -76,28 +74,20 @@ def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
     return tuple(mapping.items())
 
 
-def formats_in_data(data: Path, input_format: str) -> list[str]:
+def formats_in_data(data: Path, input_format: str) -> list[Format]:
     """The formats to convert: the one asked for, or for `auto` every format found under DATA."""
-    if input_format in FORMATS:
-        return [input_format]
-    if input_format != AUTO:
-        raise UsageError(f"--format {input_format!r}: expected 'auto', 'dump' or 'monitor'")
-    check_data(data)
-    found = [fmt for fmt, present in ((DUMP, has_dump_data(data)), (MONITOR, has_monitor_data(data))) if present]
-    if not found:
-        raise DataError(
-            f"{data}: neither dump data (step*/rank*/dump.json) nor monitor data "
-            "(run directories like 'Feb20_16-27-56-rank0-1a2b3c4d' holding <metric>_<a>-<b>.csv files)"
-        )
-    return found
+    return formats.chosen(data, input_format)
 
 
-def formats_in_work(work: Path) -> list[str]:
-    """The formats whose last parse into WORK finished (each has its manifest)."""
+def formats_in_work(work: Path) -> list[Format]:
+    """The formats whose last parse into WORK finished (each has its manifest); else those whose parse started,
+    or else the first format: loading it then reports the missing manifest."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    found = [fmt.name for fmt in FORMATS.values() if workdir.manifest_path(fmt.work_dir(work)).is_file()]
-    return found or [DUMP]  # reading the dump manifest then says what is missing
+    parts = {fmt: workdir.found_part(work, fmt) for fmt in formats.FORMATS.values()}
+    finished = [fmt for fmt, part in parts.items() if workdir.manifest_path(part).is_file()]
+    started = [fmt for fmt, part in parts.items() if workdir.work_json_path(part).is_file()]
+    return finished or started or list(parts)[:1]
 
 
 def parse(
@@ -105,86 +95,55 @@ def parse(
     work: Path,
     options: ParseOptions,
     *,
+    input_format: str,
     workers: int | None = None,
-    input_format: str = DUMP,
     **kwargs,
 ) -> ParseSummary:
     """Parse DATA's INPUT_FORMAT data into shards under WORK (see trendconv.parse.run_parse for the callbacks)."""
     if kwargs.get("executor") is None:
         prestart(workers)
     with workdir.locked(work):
-        return run_parse(data, work, options, workers=workers, input_format=input_format, **kwargs)
+        return run_parse(data, work, options, formats.get(input_format), workers=workers, **kwargs)
 
 
-def parse_all(
-    data: Path, work: Path, options: ParseOptions, *, input_format: str = AUTO, **kwargs
-) -> list[ParseSummary]:
+def parse_all(data: Path, work: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[ParseSummary]:
     """Parse every format asked for (or found, for auto); WORK then holds exactly these formats."""
-    formats = formats_in_data(data, input_format)
-    forget_other_formats(work, formats)
-    return [parse(data, work, options, input_format=fmt, **kwargs) for fmt in formats]
+    chosen = formats_in_data(data, input_format)
+    forget_other_formats(work, chosen)
+    return [parse(data, work, options, input_format=fmt.name, **kwargs) for fmt in chosen]
 
 
-def forget_other_formats(work: Path, formats: list[str]) -> None:
-    """WORK is to hold only FORMATS: a later `load` must not load an older parse of another format."""
+def forget_other_formats(work: Path, chosen: list[Format]) -> None:
+    """WORK is to hold only the CHOSEN formats: a later `load` must not load an older parse of another format."""
     with workdir.locked(work):
-        for fmt in FORMATS.values():
-            if fmt.name not in formats:
-                workdir.manifest_path(fmt.work_dir(work)).unlink(missing_ok=True)
-
-
-def read_manifest_shards(work: Path, input_format: str = DUMP) -> list[shards.Shard]:
-    """The complete shard set of WORK, in processing order, as the last finished parse left it."""
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
-    fmt = FORMATS[input_format]
-    work = fmt.work_dir(work)
-    path = workdir.manifest_path(work)
-    unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
-    names = workdir.read_json_document(path, unfinished).get("shards")
-    if not isinstance(names, list):
-        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
-    found = []
-    for name in names:
-        shard_file = shards.shard_dir(work) / name
-        if not shard_file.is_file():
-            raise DataError(f"{shard_file}: shard missing; run `trendconv parse` again to rebuild it")
-        found.append(shards.Shard(shard_file, shards.read_meta(shard_file)))
-    return sorted(found, key=_shard_order)
-
-
-def _shard_order(shard: shards.Shard) -> tuple:
-    meta = shard.meta
-    if meta.get("input_format") == MONITOR:
-        return FORMATS[MONITOR].order(_csv_unit(meta))
-    return (shard.step, shard.rank)
-
-
-def _csv_unit(meta: dict) -> CsvFile:
-    return CsvFile(meta["rank"], meta["run_dir"], meta["file"], meta["metric"], Path())
+        for fmt in formats.FORMATS.values():
+            if fmt not in chosen:
+                workdir.manifest_path(workdir.found_part(work, fmt)).unlink(missing_ok=True)
 
 
 def load(
     work: Path,
     out_dir: Path,
     *,
+    input_format: str,
     index: bool = True,
     on_plan: Callable[[list[shards.Shard]], None] | None = None,
     on_shard: Callable[[shards.Shard], None] | None = None,
-    input_format: str = DUMP,
 ) -> LoadSummary:
-    """Build OUT_DIR/dump_data.trend.db (or monitor_data.trend.db) from the shards of WORK alone."""
+    """Build the INPUT_FORMAT database in OUT_DIR from the shards of WORK alone."""
+    if not work.is_dir():
+        raise UsageError(f"{work}: WORK does not exist")
+    fmt = formats.get(input_format)
     with workdir.locked(work):
-        shard_list = read_manifest_shards(work, input_format)
+        shard_list = read_manifest(work, fmt)
         if on_plan:
             on_plan(shard_list)
-        loader = load_monitor_shards if input_format == MONITOR else load_shards
-        return loader(shard_list, out_dir, index=index, on_shard=on_shard)
+        return load_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard)
 
 
 def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
     """Load every format whose parse into WORK finished."""
-    return [load(work, out_dir, input_format=fmt, **kwargs) for fmt in formats_in_work(work)]
+    return [load(work, out_dir, input_format=fmt.name, **kwargs) for fmt in formats_in_work(work)]
 
 
 @dataclass
@@ -199,113 +158,61 @@ def default_work(out_dir: Path) -> Path:
     return out_dir / DEFAULT_WORK
 
 
-class _InOrderLoader:
-    """Feeds shards to the builder in plan order as soon as each one and all before it are ready."""
-
-    def __init__(self, builder: TrendDbBuilder, on_loaded: Callable[[shards.Shard], None] | None):
-        self.builder = builder
-        self.on_loaded = on_loaded
-        self.order: list[Path] = []
-        self.ready: dict[Path, dict] = {}
-        self.next = 0
-        self.seconds = 0.0
-
-    def plan(self, tasks: list[ParseTask]) -> None:
-        self.order = [task.shard_path for task in sorted(tasks, key=lambda task: task.order)]
-
-    def shard_ready(self, task: ParseTask, meta: dict) -> None:
-        self.ready[task.shard_path] = meta
-        started = time.perf_counter()
-        while self.next < len(self.order) and self.order[self.next] in self.ready:
-            self._load(self.order[self.next])
-            self.next += 1
-        self.seconds += time.perf_counter() - started
-
-    def _load(self, path: Path) -> None:
-        shard = shards.Shard(path, self.ready.pop(path))
-        self.builder.add(shard)
-        if self.on_loaded:
-            self.on_loaded(shard)
-
-    def finish(self) -> LoadSummary:
-        return self.builder.finish()
-
-
-class _AfterParseLoader(_InOrderLoader):
-    """Monitor data: a step's slots depend on every file (docs/monitor-format.md §7), so rows are loaded once all
-    shards are ready."""
-
-    def shard_ready(self, task: ParseTask, meta: dict) -> None:
-        self.ready[task.shard_path] = meta
-
-    def finish(self) -> LoadSummary:
-        started = time.perf_counter()
-        shard_list = [shards.Shard(path, self.ready.pop(path)) for path in self.order]
-        self.builder.plan([shard.meta for shard in shard_list])
-        self.builder.add_all(shard_list, self.on_loaded)
-        self.seconds += time.perf_counter() - started
-        return self.builder.finish()
-
-
 def run(
     data: Path,
     out_dir: Path,
     options: ParseOptions,
     *,
+    input_format: str,
     work: Path | None = None,
     workers: int | None = None,
     executor: Executor | None = None,
     index: bool = True,
-    input_format: str = DUMP,
     on_plan: Callable[[list[ParseTask]], None] | None = None,
     on_parsed: Callable[[ParseTask, dict, bool], None] | None = None,
     on_loaded: Callable[[shards.Shard], None] | None = None,
 ) -> RunSummary:
-    """Parse and load at once: for dump data the loader takes each shard, in order, as soon as it is ready."""
+    """Parse and load at once: a streaming format's loader takes each shard, in order, as soon as it is ready."""
+    fmt = formats.get(input_format)
     work = work or default_work(out_dir)
     started = time.perf_counter()
     if executor is None:
         prestart(workers)
     with workdir.locked(work):
-        if input_format == MONITOR:
-            loader = _AfterParseLoader(MonitorDbBuilder(out_dir, index=index), on_loaded)
-        else:
-            loader = _InOrderLoader(TrendDbBuilder(out_dir, index=index), on_loaded)
+        feeder = Feeder(fmt, fmt.builder(out_dir, index=index), on_loaded)
         try:
             parsed = run_parse(
                 data,
                 work,
                 options,
+                fmt,
                 workers=workers,
                 executor=executor,
-                input_format=input_format,
-                on_plan=_both(loader.plan, on_plan),
-                on_shard=_both(lambda task, meta, reused: loader.shard_ready(task, meta), on_parsed),
+                on_plan=_both(feeder.plan, on_plan),
+                on_shard=_both(lambda task, meta, reused: feeder.shard_ready(task, meta), on_parsed),
             )
             parse_done = time.perf_counter()
             fault_point("run-between-stages")
-            loaded = loader.finish()
+            loaded = feeder.finish()
         except BaseException:
-            loader.builder.abort()
+            feeder.builder.abort()
             raise
     finished = time.perf_counter()
     seconds = {
         "scan": parsed.scan_seconds,
         "parse": parse_done - started - parsed.scan_seconds,
-        "load": loader.seconds + loader.builder.seconds["finish"],
-        "index": loader.builder.seconds["index"],
+        "load": feeder.seconds + feeder.builder.seconds["finish"],
+        "index": feeder.builder.seconds["index"],
         "total": finished - started,
     }
     return RunSummary(parsed, loaded, work, seconds)
 
 
-def run_all(
-    data: Path, out_dir: Path, options: ParseOptions, *, input_format: str = AUTO, **kwargs
-) -> list[RunSummary]:
+def run_all(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[RunSummary]:
     """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR."""
-    formats = formats_in_data(data, input_format)
-    forget_other_formats(kwargs.get("work") or default_work(out_dir), formats)
-    return [run(data, out_dir, options, input_format=fmt, **kwargs) for fmt in formats]
+    chosen = formats_in_data(data, input_format)
+    forget_other_formats(kwargs.get("work") or default_work(out_dir), chosen)
+    return [run(data, out_dir, options, input_format=fmt.name, **kwargs) for fmt in chosen]
 
 
 def _both(first: Callable, second: Callable | None) -> Callable:

@@ -60,26 +60,26 @@ def internal_error(exc: BaseException, doing: str) -> InternalError:
     detail = "".join(traceback.format_exception(exc))
     if isinstance(exc, OSError) and exc.filename:
         return InternalError(f"{exc.filename}: {exc.strerror or exc} (while {doing})", detail=detail)
-    place = _code_place(exc)
+    line = _code_line(exc)
     return InternalError(
-        f"internal error while {doing}: {type(exc).__name__}: {exc}{f' (at {place})' if place else ''}; a "
+        f"internal error while {doing}: {type(exc).__name__}: {exc}{f' (at {line})' if line else ''}; a "
         f"trendconv bug, not a data error: please report it with the traceback `trendconv --debug ...` shows",
         detail=detail,
     )
 
 
-def _code_place(exc: BaseException) -> str | None:
+def _code_line(exc: BaseException) -> str | None:
     """The innermost line of trendconv's own code in EXC's traceback: `trendconv/load/monitor.py:143`."""
     package = Path(__file__).resolve().parent
-    place = None
+    line = None
     for frame in traceback.extract_tb(exc.__traceback__):
         path = Path(frame.filename).resolve()
         if path.is_relative_to(package):
-            place = f"trendconv/{path.relative_to(package).as_posix()}:{frame.lineno}"
-    return place
+            line = f"trendconv/{path.relative_to(package).as_posix()}:{frame.lineno}"
+    return line
 
 
-def where(path, *, step=None, rank=None, key=None) -> str:
+def place(path, *, step=None, rank=None, key=None) -> str:
     """Name the place of a problem: the file, then step, rank and key where known."""
     parts = [str(path)]
     if step is not None:

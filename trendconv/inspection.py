@@ -5,80 +5,75 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from trendconv import shards, workdir
-from trendconv.dump.parse import ParseOptions, options_text
+from trendconv import formats, shards, workdir
 from trendconv.errors import DataError, TrendconvError, UsageError
-from trendconv.load.schema import METRICS, MONITOR_METRICS
-from trendconv.parse import CORRUPT, MISSING, OK, ParseTask, status_of
-from trendconv.parse.formats import DUMP, FORMATS, MONITOR
-
-_METRICS = {DUMP: METRICS, MONITOR: MONITOR_METRICS}
+from trendconv.formats import Format
+from trendconv.options import ParseOptions, options_text
+from trendconv.parse import CORRUPT, OK, ParseTask, status_of
+from trendconv.parse.reuse import STATUSES
 
 
 def inspect_work(work: Path, input_format: str | None = None) -> dict:
     """The JSON document of `inspect --json`: the work's settings, one entry per shard, totals.
 
-    Without INPUT_FORMAT: the dump part of WORK if a parse of dump data was started there, else the monitor part.
+    Without INPUT_FORMAT: the part of WORK of the first format (in registry order) whose parse was started there.
     """
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    started = [fmt for fmt in FORMATS if workdir.work_json_path(FORMATS[fmt].work_dir(work)).is_file()]
-    input_format = input_format or (started[0] if started else DUMP)
-    part = FORMATS[input_format].work_dir(work)
-    settings = workdir.read_json_document(workdir.work_json_path(part), f"no parse of {input_format} data was started")
+    started = [fmt for fmt in formats.FORMATS.values() if _started(work, fmt)]
+    fmt = formats.get(input_format) if input_format else (started or list(formats.FORMATS.values()))[0]
+    part = workdir.found_part(work, fmt)
+    settings = workdir.read_json_document(workdir.work_json_path(part), f"no parse of {fmt.name} data was started")
     data = Path(settings["data"])
-    entries, note = _entries(part, data, settings["options"], input_format)
+    entries, note = _entries(part, data, settings["options"], fmt)
     return {
         "work": str(work),
-        "input_format": input_format,
-        "other_formats": [fmt for fmt in started if fmt != input_format],
+        "input_format": fmt.name,
+        "other_formats": [other.name for other in started if other is not fmt],
         "data": str(data),
         "options": settings["options"],
         "complete": workdir.manifest_path(part).is_file(),
         "note": note,
         "shards": entries,
-        "totals": _totals(entries, _METRICS[input_format]),
+        "totals": _totals(entries, fmt.metrics),
     }
 
 
-def _entries(part: Path, data: Path, options: dict, input_format: str) -> tuple[list[dict], str | None]:
+def _started(work: Path, fmt: Format) -> bool:
+    return workdir.work_json_path(workdir.found_part(work, fmt)).is_file()
+
+
+def _entries(part: Path, data: Path, options: dict, fmt: Format) -> tuple[list[dict], str | None]:
     try:
-        units = FORMATS[input_format].scan(data).units
+        units = fmt.scan(data).units
     except TrendconvError as exc:
-        found = shards.list_shards(part, "**/*.parquet")
-        return [_entry_without_source(path, input_format) for path in found], f"sources not checked: {exc}"
-    return [_entry(part, unit, options, input_format) for unit in units], None
+        return [_entry_without_source(path, fmt) for path in shards.list_shards(part)], f"sources not checked: {exc}"
+    return [_entry(part, unit, options, fmt) for unit in units], None
 
 
-def _entry(part: Path, unit, options: dict, input_format: str) -> dict:
-    task = ParseTask(unit, ParseOptions(micro_step=bool(options.get("micro_step"))), part, input_format)
+def _entry(part: Path, unit, options: dict, fmt: Format) -> dict:
+    task = ParseTask(unit, ParseOptions(micro_step=bool(options.get("micro_step"))), part, fmt)
     status, meta = status_of(task, options)
-    place = {"file": unit.relative} if input_format == MONITOR else {"step": unit.step}
-    return _describe({**place, "rank": unit.rank}, task.shard_path, status, meta, input_format)
+    return _shard_entry(fmt.label(unit), task.shard_path, status, meta, fmt)
 
 
-def _entry_without_source(path: Path, input_format: str) -> dict:
+def _entry_without_source(path: Path, fmt: Format) -> dict:
     try:
         meta = shards.read_meta(path)
     except DataError:
-        place = {"file": None} if input_format == MONITOR else {"step": None}
-        return _describe({**place, "rank": None}, path, CORRUPT, None, input_format)
-    if input_format == MONITOR:
-        place = {"file": f"{meta['run_dir']}/{meta['file']}"}
-    else:
-        place = {"step": meta["step"]}
-    return _describe({**place, "rank": meta["rank"]}, path, OK, meta, input_format)
+        return _shard_entry(dict.fromkeys(fmt.label_fields), path, CORRUPT, None, fmt)
+    return _shard_entry(fmt.meta_label(meta), path, OK, meta, fmt)
 
 
-def _describe(place: dict, path: Path, status: str, meta: dict | None, input_format: str) -> dict:
+def _shard_entry(label: dict, path: Path, status: str, meta: dict | None, fmt: Format) -> dict:
     meta = meta or {}
     per_metric = meta.get("rows_per_metric", {})
     return {
-        **place,
+        **label,
         "shard": path.name,
         "status": status,
         "rows": meta.get("rows", 0),
-        "rows_per_metric": {metric: per_metric.get(metric, 0) for metric in _METRICS[input_format]},
+        "rows_per_metric": {metric: per_metric.get(metric, 0) for metric in fmt.metrics},
         "skipped": meta.get("skipped", {}),
     }
 
@@ -91,7 +86,7 @@ def _totals(entries: list[dict], metrics) -> dict:
         skipped.update(entry["skipped"])
     return {
         "shards": len(entries),
-        "status": {status: statuses.get(status, 0) for status in (OK, "stale", CORRUPT, MISSING)},
+        "status": {status: statuses.get(status, 0) for status in STATUSES},
         "rows": sum(entry["rows"] for entry in entries),
         "rows_per_metric": {metric: per_metric.get(metric, 0) for metric in metrics},
         "skipped": dict(sorted(skipped.items())),
@@ -100,8 +95,9 @@ def _totals(entries: list[dict], metrics) -> dict:
 
 def format_inspection(document: dict) -> str:
     """A table a person can read: one line per shard, then the totals."""
+    fmt = formats.get(document["input_format"])
     lines = [
-        f"WORK {document['work']} ({document['input_format']} data)",
+        f"WORK {document['work']} ({fmt.name} data)",
         f"DATA {document['data']} ({options_text(document['options'])})",
         f"parse {'complete' if document['complete'] else 'NOT complete'}",
     ]
@@ -109,22 +105,31 @@ def format_inspection(document: dict) -> str:
         lines.append(document["note"])
     for other in document["other_formats"]:
         lines.append(f"WORK also holds {other} shards: trendconv inspect {document['work']} --format {other}")
-    monitor = document["input_format"] == MONITOR
-    header = (
-        ("rank", "file", "status", "rows", "skipped")
-        if monitor
-        else ("step", "rank", "status", "rows", *METRICS, "skipped")
-    )
-    table = [header] + [_monitor_row(entry) if monitor else _dump_row(entry) for entry in document["shards"]]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
-    lines += [
-        "  ".join(_cell(cell, width, monitor and i == 1) for i, (cell, width) in enumerate(zip(row, widths)))
-        + "  "
-        + row[-1]
-        for row in table
-    ]
+    lines += _table(fmt, document["shards"])
     lines.append(_totals_line(document["totals"]))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _table(fmt: Format, entries: list[dict]) -> list[str]:
+    """The label columns (text ones left-aligned), status, rows, rows per metric if the format shows them, then
+    the skips, unpadded."""
+    metrics = fmt.metrics if fmt.metric_columns else ()
+    header = (*fmt.label_columns, "status", "rows", *metrics, "skipped")
+    rows = [header] + [_row(fmt, entry, metrics) for entry in entries]
+    left = [any(isinstance(entry[column], str) for entry in entries) for column in fmt.label_columns]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    return [
+        "  ".join(_cell(cell, width, i < len(left) and left[i]) for i, (cell, width) in enumerate(zip(row, widths)))
+        + "  "
+        + row[-1]
+        for row in rows
+    ]
+
+
+def _row(fmt: Format, entry: dict, metrics) -> tuple[str, ...]:
+    labels = (str(entry[column]) for column in fmt.label_columns)
+    counts = (str(entry["rows_per_metric"][metric]) for metric in metrics)
+    return (*labels, entry["status"], str(entry["rows"]), *counts, _skipped(entry))
 
 
 def _cell(text: str, width: int, left: bool) -> str:
@@ -133,15 +138,6 @@ def _cell(text: str, width: int, left: bool) -> str:
 
 def _skipped(entry: dict) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in sorted(entry["skipped"].items()))
-
-
-def _dump_row(entry: dict) -> tuple[str, ...]:
-    counts = (str(entry["rows_per_metric"][metric]) for metric in METRICS)
-    return (str(entry["step"]), str(entry["rank"]), entry["status"], str(entry["rows"]), *counts, _skipped(entry))
-
-
-def _monitor_row(entry: dict) -> tuple[str, ...]:
-    return (str(entry["rank"]), str(entry["file"]), entry["status"], str(entry["rows"]), _skipped(entry))
 
 
 def _totals_line(totals: dict) -> str:

@@ -13,7 +13,7 @@ from importlib.util import find_spec
 from types import ModuleType
 
 PURE_ENV = "TRENDCONV_PURE"
-EXTRACT = "trendconv.dump._extract"  # a Python extension module
+EXTRACT = "trendconv.formats.dump._extract"  # a Python extension module
 COLUMNS = "trendconv.load._columns"  # a SQLite extension: its file is loaded by SQLite, never imported
 PARTS = {
     "dump.json reader": EXTRACT,

@@ -1,9 +1,12 @@
-"""The WORK directory: its lock, what the last parse was asked to do, and the manifest of a finished parse.
+"""The WORK directory: its lock, and one part per format.
 
-WORK/lock            held (flock) by the one trendconv process using WORK
-WORK/work.json       DATA and parse options of the latest parse, written when it starts
-WORK/manifest.json   the complete shard list, written last by a successful parse
-WORK/shards/*.parquet
+WORK/lock                      held (flock) by the one trendconv process using WORK
+WORK/<format>/work.json        DATA and parse options of the format's latest parse, written when it starts
+WORK/<format>/manifest.json    the complete shard list, written last by a successful parse
+WORK/<format>/shards/...       the shards (trendconv.shards)
+
+trendconv 0.1 kept the dump part at WORK itself (WORK/shards, WORK/work.json, WORK/manifest.json). Reading (load,
+inspect) finds such a part where it is; a parse moves it to WORK/<format> first (`move_old_part`).
 """
 
 from __future__ import annotations
@@ -12,10 +15,15 @@ import fcntl
 import os
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
-from trendconv.errors import DataError, OutputError, UsageError, make_directory, os_reason
+from trendconv.errors import DataError, OutputError, UsageError, cannot_write, make_directory, os_reason
+from trendconv.shards.files import shard_dir
+
+if TYPE_CHECKING:
+    from trendconv.formats import Format
 
 LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
 
@@ -61,9 +69,38 @@ def read_json_document(path: Path, what: str) -> dict:
     return document
 
 
-def manifest_path(work: Path) -> Path:
-    return work / MANIFEST
+def manifest_path(part: Path) -> Path:
+    return part / MANIFEST
 
 
-def work_json_path(work: Path) -> Path:
-    return work / WORK_JSON
+def work_json_path(part: Path) -> Path:
+    return part / WORK_JSON
+
+
+def part(work: Path, fmt: Format) -> Path:
+    """The part of WORK that a parse of FMT's data writes."""
+    return work / fmt.name
+
+
+def found_part(work: Path, fmt: Format) -> Path:
+    """Where FMT's part of WORK is to be read: WORK/<format>, or in a WORK of trendconv 0.1 WORK itself."""
+    return work if not part(work, fmt).exists() and _old_part(work, fmt) else part(work, fmt)
+
+
+def move_old_part(work: Path, fmt: Format) -> None:
+    """Move FMT's part of a WORK of trendconv 0.1 to WORK/<format>, so that a parse reuses its shards. The old
+    manifest goes first: a parse interrupted here finds no finished parse, and moves what is left next time."""
+    if part(work, fmt).exists() or not _old_part(work, fmt):
+        return
+    try:
+        manifest_path(work).unlink(missing_ok=True)
+        make_directory(part(work, fmt))
+        if shard_dir(work).is_dir():
+            os.replace(shard_dir(work), shard_dir(part(work, fmt)))
+        work_json_path(work).unlink(missing_ok=True)
+    except OSError as exc:
+        raise cannot_write(work, exc) from None
+
+
+def _old_part(work: Path, fmt: Format) -> bool:
+    return fmt.old_part_at_work and any(path.exists() for path in (manifest_path(work), work_json_path(work)))

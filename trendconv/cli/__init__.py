@@ -15,7 +15,7 @@ import orjson
 import typer
 from typer.exceptions import TyperException
 
-from trendconv import __version__
+from trendconv import __version__, formats
 from trendconv.cli import report
 from trendconv.errors import DataError, ExitStatus, InternalError, TrendconvError, internal_error
 from trendconv.executors import MAX_WORKERS, prestart
@@ -71,9 +71,10 @@ Scheduler = Annotated[
 ]
 
 
-def _format_choice(value: str) -> str:
-    if value not in ("auto", "dump", "monitor"):
-        raise typer.BadParameter(f"{value!r} is not one of 'auto', 'dump', 'monitor'", param_hint="'--format'")
+def _choice(value: str | None, choices: list[str]) -> str | None:
+    if value is not None and value not in choices:
+        listed = ", ".join(repr(choice) for choice in choices)
+        raise typer.BadParameter(f"{value!r} is not one of {listed}", param_hint="'--format'")
     return value
 
 
@@ -81,10 +82,11 @@ Format = Annotated[
     str,
     typer.Option(
         "--format",
-        metavar="auto|dump|monitor",
-        callback=_format_choice,
-        help="What DATA holds: dump (step*/rank*/dump.json), monitor (the training monitor's CSV run directories) "
-        "or auto (each of them that is found; each gets its own database).",
+        metavar="|".join([formats.AUTO, *formats.names()]),
+        callback=lambda value: _choice(value, [formats.AUTO, *formats.names()]),
+        help="What DATA holds: "
+        + ", ".join(f"{fmt.name} ({fmt.looks_like})" for fmt in formats.FORMATS.values())
+        + " or auto (each of them that is found; each gets its own database).",
     ),
 ]
 DataArgument = Annotated[
@@ -177,9 +179,9 @@ def parse(
 
     options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
     chosen = api.make_executor(executor, scheduler, workers)
-    formats = api.formats_in_data(data, input_format)
-    api.forget_other_formats(work, formats)
-    for fmt in formats:
+    found = api.formats_in_data(data, input_format)
+    api.forget_other_formats(work, found)
+    for fmt in found:
         with report.ParseProgress(enabled=not quiet) as progress:
             summary = api.parse(
                 data,
@@ -187,11 +189,11 @@ def parse(
                 options,
                 workers=workers,
                 executor=chosen,
-                input_format=fmt,
+                input_format=fmt.name,
                 on_plan=progress.plan,
                 on_shard=progress.shard,
             )
-        report.finish(lambda done: report.print_parse_summary(done, work), summary, summary.warnings, quiet=quiet)
+        report.finish(report.print_parse_summary, summary, summary.warnings, quiet=quiet)
 
 
 @app.command()
@@ -213,7 +215,7 @@ def load(
     for fmt in api.formats_in_work(work):
         with report.LoadProgress(enabled=not quiet) as progress:
             summary = api.load(
-                work, db, index=not no_index, input_format=fmt, on_shard=progress.shard, on_plan=progress.plan
+                work, db, index=not no_index, input_format=fmt.name, on_shard=progress.shard, on_plan=progress.plan
             )
         report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
 
@@ -265,9 +267,9 @@ def _prestart(executor: str, workers: int | None) -> None:
 def _run(data, db, options, input_format, *, work, workers, index, quiet, executor=None) -> None:
     from trendconv import api
 
-    formats = api.formats_in_data(data, input_format)
-    api.forget_other_formats(work or api.default_work(db), formats)
-    for fmt in formats:
+    found = api.formats_in_data(data, input_format)
+    api.forget_other_formats(work or api.default_work(db), found)
+    for fmt in found:
         with report.RunProgress(enabled=not quiet) as progress:
             summary = api.run(
                 data,
@@ -277,7 +279,7 @@ def _run(data, db, options, input_format, *, work, workers, index, quiet, execut
                 workers=workers,
                 executor=executor,
                 index=index,
-                input_format=fmt,
+                input_format=fmt.name,
                 on_plan=progress.plan,
                 on_parsed=progress.parsed,
                 on_loaded=progress.loaded,
@@ -295,8 +297,11 @@ def inspect(
         str | None,
         typer.Option(
             "--format",
-            metavar="dump|monitor",
-            help="Which part of WORK to show. Default: dump if WORK holds dump shards, else monitor.",
+            metavar="|".join(formats.names()),
+            callback=lambda value: _choice(value, formats.names()),
+            help="Which part of WORK to show. Default: the first of "
+            + ", ".join(formats.names())
+            + " whose parse was started in WORK.",
         ),
     ] = None,
 ) -> None:
@@ -304,8 +309,6 @@ def inspect(
 
     Example: trendconv inspect ./out/.trendconv --json
     """
-    if input_format not in (None, "dump", "monitor"):
-        raise typer.BadParameter(f"{input_format!r} is not one of 'dump', 'monitor'", param_hint="'--format'")
     from trendconv import inspection
 
     document = inspection.inspect_work(work, input_format)

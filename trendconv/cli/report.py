@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from trendconv import formats
 from trendconv.errors import DEBUG_ENV, plural
 
 _stderr = Console(stderr=True, highlight=False)
@@ -118,19 +119,19 @@ def _skipped_file_lines(parsed) -> list[str]:
 
 
 def _units(parsed) -> str:
-    return f"{parsed.files} monitor CSV files" if parsed.input_format == "monitor" else f"{parsed.files} file sets"
+    return formats.get(parsed.format).units(parsed.files)
 
 
-def print_parse_summary(summary, work) -> None:
-    shard_dir = f"{work}/monitor/shards" if summary.input_format == "monitor" else f"{work}/shards"
+def print_parse_summary(summary) -> None:
     lines = [
-        f"parsed {_units(summary)} into {shard_dir}: {summary.parsed} parsed, {summary.reused} reused",
+        f"parsed {_units(summary)} into {summary.shard_dir}: {summary.parsed} parsed, {summary.reused} reused",
         f"  rows {summary.rows}",
         *_skipped_file_lines(summary),
         *_skipped_lines(summary.skipped),
     ]
     if summary.removed_orphans:
-        lines.append(f"  removed {summary.removed_orphans} shards of file sets no longer in DATA")
+        noun = formats.get(summary.format).unit_noun
+        lines.append(f"  removed {summary.removed_orphans} shards of {noun}s no longer in DATA")
     typer.echo("\n".join(lines))
 
 
@@ -144,8 +145,7 @@ def print_load_summary(summary) -> None:
 
 
 def _load_timing(parsed) -> str:
-    # monitor rows wait for every shard: a step's micro-step slots depend on all files
-    return "after parse" if parsed.input_format == "monitor" else "overlapping parse"
+    return "overlapping parse" if formats.get(parsed.format).streams else "after parse"
 
 
 def print_run_summary(summary) -> None:

@@ -51,9 +51,15 @@ class InlineExecutor:
 
 def _forkserver_context() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
-    # Workers fork from a server that has imported the parser once, not each on its own.
-    context.set_forkserver_preload(["trendconv.parse"])
+    # Workers fork from a server that has imported the parsers once, not each on its own.
+    context.set_forkserver_preload(["trendconv.parse", *_parser_modules()])
     return context
+
+
+def _parser_modules() -> list[str]:
+    from trendconv.formats import FORMATS
+
+    return [module for fmt in FORMATS.values() for module in fmt.parser_modules]
 
 
 def prestart(workers: int | None) -> None:

@@ -1,20 +1,13 @@
 """The trend database schemas (docs/dump-format.md §8.2-§8.3, docs/monitor-format.md §5) and the read indexes.
 
-This is the one place to edit them.
+This is the one place to edit them: every SQL statement trendconv runs is here. The formats supply only names
+(their metrics, stat columns, database file names, in trendconv/formats/<name>/); the two global_stats layouts
+are msprobe's, one per database, and named after it.
 
 A change here followed by `trendconv load WORK --db OUT` gives the new database without re-parsing.
 """
 
 from __future__ import annotations
-
-from trendconv.monitor import rules as monitor_rules
-
-DB_NAME = "dump_data.trend.db"
-METRICS = ("forward", "backward", "recompute", "parameters_grad")
-STATS = ("norm", "max", "min", "mean")
-STAT_LIST = ",".join(STATS)
-VALUE_LIMIT = 1e9
-INF_VALUE = VALUE_LIMIT + 1
 
 # The tables both databases share; only trend_data's stat columns and global_stats differ.
 DIMENSION_TABLES = (
@@ -76,24 +69,22 @@ def insert_trend_columns(width: int) -> str:
     return f"INSERT OR IGNORE INTO trend_data SELECT {columns} FROM trendconv_columns(?)"
 
 
-CREATE_TABLES = (*DIMENSION_TABLES, trend_data_ddl(STATS))
-
-# Created after the data, as the reference does; the plugin orders it by ROWID, so never WITHOUT ROWID.
-CREATE_GLOBAL_STATS = f"""CREATE TABLE IF NOT EXISTS global_stats (
+def dump_global_stats_ddl(metrics) -> str:
+    """dump_data.trend.db's layout: the rank, then the step bounds, then one TEXT column per metric. Created after
+    the data, as the reference does; the plugin orders it by ROWID, so never WITHOUT ROWID."""
+    return f"""CREATE TABLE IF NOT EXISTS global_stats (
     max_rank INTEGER DEFAULT 0,
     min_step INTEGER DEFAULT 0,
     max_step INTEGER DEFAULT 0,
-    {", ".join(f"{metric} TEXT DEFAULT NULL" for metric in METRICS)}
+    {", ".join(f"{metric} TEXT DEFAULT NULL" for metric in metrics)}
 )"""
+
 
 INSERT_METRIC = "INSERT OR IGNORE INTO monitoring_metrics (metric_name) VALUES (?)"
 INSERT_TARGET = "INSERT INTO monitoring_targets (target_id, target_name, vpp_stage, micro_step) VALUES (?, ?, ?, ?)"
-INSERT_TREND = insert_trend(STATS)
 # The dump loader gives target ids as msprobe does; its sequence can end past the largest id (docs/dump-format.md §8.4).
 SET_TARGET_SEQUENCE = "UPDATE sqlite_sequence SET seq = ? WHERE name = 'monitoring_targets'"
 
-
-INSERT_GLOBAL_STATS = f"INSERT INTO global_stats VALUES ({', '.join('?' * (3 + len(METRICS)))})"
 INSERT_TAG = "INSERT INTO monitoring_tags (tag_id, tag_name, category, metric_id) VALUES (?, ?, ?, ?)"
 INSERT_TAG_TARGET = "INSERT INTO tag_target_mapping (tag_id, target_id) VALUES (?, ?)"
 
@@ -104,7 +95,7 @@ CREATE_INDEXES = (
     "CREATE INDEX IF NOT EXISTS idx_ttm_target ON tag_target_mapping(target_id, tag_id)",
 )
 
-# Every table but trend_data, whose sqlite_stat1 rows the dump loader writes itself (ANALYZE would scan it).
+# Every table but trend_data, whose sqlite_stat1 rows a loader may write itself (ANALYZE would scan it).
 SMALL_TABLES = ("monitoring_targets", "monitoring_metrics", "monitoring_tags", "tag_target_mapping", "global_stats")
 
 # Safe while building: the file is private until it is renamed into place, and a failed build is removed.
@@ -120,18 +111,14 @@ BUILD_PRAGMAS = (
 )
 
 
-def metric_ids(metrics=METRICS) -> dict[str, int]:
+def metric_ids(metrics) -> dict[str, int]:
+    """monitoring_metrics' ids: METRICS numbered from 1, in order."""
     return {metric: position + 1 for position, metric in enumerate(metrics)}
 
 
-# monitor_data.trend.db (docs/monitor-format.md §5-§6): stat columns as found in the data, in this canonical order.
-MONITOR_DB_NAME = "monitor_data.trend.db"
-MONITOR_METRICS = monitor_rules.METRICS
-MONITOR_STATS = monitor_rules.STATS
-
-
 def monitor_global_stats_ddl(metrics) -> str:
-    """The monitor layout puts the step bounds first; one TEXT column per metric follows."""
+    """monitor_data.trend.db's layout (docs/monitor-format.md §5-§6): the step bounds first, then the rank; one TEXT
+    column per metric follows."""
     columns = ["min_step INTEGER DEFAULT 0", "max_step INTEGER DEFAULT 0", "max_rank INTEGER DEFAULT 0"]
     columns += [f"{metric} TEXT DEFAULT NULL" for metric in metrics]
     return "CREATE TABLE IF NOT EXISTS global_stats (\n    " + ",\n    ".join(columns) + "\n)"

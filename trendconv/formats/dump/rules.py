@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trendconv.dump.decode import UNSET, Tensor
 from trendconv.errors import kind_of
+from trendconv.formats.dump.decode import UNSET, Tensor
 
 FORWARD, BACKWARD, RECOMPUTE, PARAMETERS_GRAD = "forward", "backward", "recompute", "parameters_grad"
 # Tuples, not sets: membership compares by equality and never hashes, so a `type` or `dtype` that is a
@@ -23,12 +23,6 @@ SKIP_NESTED = "nested list"
 SKIP_NON_TENSOR = "non-tensor"
 SKIP_TYPE = "unsupported tensor type"
 SKIP_DTYPE = "unsupported dtype"
-
-
-def apply_mapping(name: str, mapping: tuple[tuple[str, str], ...]) -> str:
-    for old, new in mapping:
-        name = name.replace(old, new)
-    return name
 
 
 def classify(name: str, entry: dict) -> tuple[str, str] | None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from trendconv.errors import DataError, plural
-from trendconv.monitor.rules import METRICS
+from trendconv.formats.monitor.metrics import METRICS
 from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
 
 HOOK_PREFIXES = ("attention_hook", "linear_hook", "moe_router_weight_hook", "moe_router_logit_hook")
@@ -43,9 +43,13 @@ class CsvFile:
 
     @property
     def order(self) -> tuple:
-        """Processing order: rank, run, then each metric's files by step range (live `.csv` before `.csv.bak`)."""
-        start, end = _step_range(self.name, self.metric)
-        return (self.rank, self.run_dir, self.metric, start, end, self.name)
+        return order(self.rank, self.run_dir, self.name, self.metric)
+
+
+def order(rank: int, run_dir: str, name: str, metric: str) -> tuple:
+    """Processing order: rank, run, then each metric's files by step range (live `.csv` before `.csv.bak`)."""
+    start, end = _step_range(name, metric)
+    return (rank, run_dir, metric, start, end, name)
 
 
 @dataclass
@@ -66,8 +70,8 @@ class RunDir:
         return int(self.rank_text)
 
 
-def has_monitor_data(data: Path) -> bool:
-    """Whether DATA holds at least one run directory (what `--format auto` looks for)."""
+def has_run_dirs(data: Path) -> bool:
+    """Whether DATA holds at least one run directory (what `format="auto"` looks for)."""
     return bool(_run_dirs(data))
 
 

@@ -1,9 +1,9 @@
-"""Tags of a target name (docs/dump-format.md §8.7, docs/monitor-format.md §9): the filters the Trend Analyzer
-offers."""
+"""Tags of a dump target name (docs/dump-format.md §8.7): the filters the Trend Analyzer offers."""
 
 from __future__ import annotations
 
-INDEX, DEFAULT, LAYER, MODULE, FUNCTION = "index", "default", "layer", "module", "function"
+from trendconv.load.tags import DEFAULT, FUNCTION, INDEX, LAYER, MODULE
+
 _MODULE_MARKERS = ("Module", "Cell")
 
 
@@ -46,19 +46,3 @@ def _module_tags(body: list[str]) -> list[tuple[str, str]]:
     if done[-1] != len(body) - 1:
         tags.append((".".join(body[done[-1] + 1 :]), MODULE))
     return tags
-
-
-def monitor_tags_of(target_name: str) -> list[tuple[str, str]]:
-    """Tags of a monitor target (docs/monitor-format.md §9), walking the parts from last to first, without repeats.
-
-    A word is a module tag; a number is a layer tag together with the word before it.
-    """
-    parts = target_name.split(".")
-    tags = []
-    for position in range(len(parts) - 1, -1, -1):
-        part = parts[position]
-        if not part.isdigit():
-            tags.append((part, MODULE))
-        elif position > 0 and not parts[position - 1].isdigit():
-            tags.append((f"{parts[position - 1]}.{part}", LAYER))
-    return list(dict.fromkeys(tags))

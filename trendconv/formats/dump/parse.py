@@ -7,39 +7,20 @@ import operator
 from collections import Counter
 from dataclasses import dataclass, field
 
-import orjson
 import pyarrow as pa
 
 from trendconv import int64, native
-from trendconv.dump import construct as ct
-from trendconv.dump import decode, rules
-from trendconv.dump.decode import Tensor
-from trendconv.errors import DataError, kind_of, where
+from trendconv.errors import DataError, kind_of, place
+from trendconv.formats.dump import construct as ct
+from trendconv.formats.dump import decode, rules
+from trendconv.formats.dump.decode import Tensor
+from trendconv.formats.dump.scan import FileSet
 from trendconv.jsonfile import parse_json_exact, read_bytes
-from trendconv.scan import FileSet
+from trendconv.options import ParseOptions, apply_mapping
 from trendconv.scan.fs import is_file
 
 # None where it could not be compiled or TRENDCONV_PURE turns it off: the Python path gives the same rows.
 _extract = native.extension(native.EXTRACT)
-
-
-@dataclass(frozen=True)
-class ParseOptions:
-    micro_step: bool = True
-    mapping: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def mapping_sha256(self) -> str:
-        return hashlib.sha256(orjson.dumps([list(pair) for pair in self.mapping])).hexdigest()
-
-    def describe(self) -> dict:
-        return {"micro_step": self.micro_step, "mapping_sha256": self.mapping_sha256}
-
-
-def options_text(described: dict) -> str:
-    """A `describe()` document in words, for messages: `micro-step, mapping sha256 4f53cda18c2b`."""
-    mode = "micro-step" if described.get("micro_step") else "no-micro-step"
-    return f"{mode}, mapping sha256 {str(described.get('mapping_sha256'))[:12]}"
 
 
 class _KeyedRows:
@@ -222,12 +203,12 @@ def _rows(data: dict, file_set: FileSet, naming: _Naming, options: ParseOptions)
         try:
             _add_key(rows, key, entry, naming, options)
         except rules.EntryError as exc:
-            raise DataError(f"{_where(file_set, key)}: {exc}") from None
+            raise DataError(f"{_place(file_set, key)}: {exc}") from None
     return rows
 
 
-def _where(file_set: FileSet, key: str | None = None) -> str:
-    return where(file_set.dump_json, step=file_set.step, rank=file_set.rank, key=key)
+def _place(file_set: FileSet, key: str | None = None) -> str:
+    return place(file_set.dump_json, step=file_set.step, rank=file_set.rank, key=key)
 
 
 def _naming(file_set: FileSet, options: ParseOptions) -> _Naming:
@@ -260,11 +241,11 @@ def _cached_naming(cache_key: tuple, build) -> _Naming:
 
 def _data_of(dump, file_set: FileSet) -> dict:
     if not isinstance(dump, dict):
-        raise DataError(f"{_where(file_set)}: top level is {kind_of(dump)}, expected an object")
+        raise DataError(f"{_place(file_set)}: top level is {kind_of(dump)}, expected an object")
     if "data" not in dump:
-        raise DataError(f"{_where(file_set)}: no 'data' object at the top level")
+        raise DataError(f"{_place(file_set)}: no 'data' object at the top level")
     if not isinstance(dump["data"], dict):
-        raise DataError(f"{_where(file_set)}: 'data' is {kind_of(dump['data'])}, expected an object")
+        raise DataError(f"{_place(file_set)}: 'data' is {kind_of(dump['data'])}, expected an object")
     return dump["data"]
 
 
@@ -277,7 +258,7 @@ def _key_info(key: str, naming: _Naming, options: ParseOptions) -> tuple | str:
     name, lookup = _name_and_lookup(key, naming)
     if not name:
         return rules.SKIP_NOT_IN_CONSTRUCT
-    classified = rules.classify(rules.apply_mapping(name, options.mapping), _NOT_RECOMPUTE)
+    classified = rules.classify(apply_mapping(name, options.mapping), _NOT_RECOMPUTE)
     if classified is None:
         return rules.SKIP_NO_METRIC
     metric, stripped = classified

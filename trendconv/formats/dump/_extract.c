@@ -1,6 +1,6 @@
-/* trendconv.dump._extract: the rows of one dump.json, read in one pass in C.
+/* trendconv.formats.dump._extract: the rows of one dump.json, read in one pass in C.
  *
- * It does what trendconv.dump.parse does with msgspec and Python loops (docs/dump-format.md §5-§7: tensor
+ * It does what trendconv.formats.dump.parse does with msgspec and Python loops (docs/dump-format.md §5-§7: tensor
  * slots, eligibility, skip reasons, statistics), for the files it can read exactly: ASCII JSON whose
  * keys, field and parameter names, tensor types, dtypes and string statistics hold no escapes, with no
  * repeated key in `data` or in a parameter object, and entry fields in msprobe's order. Anything else
@@ -1097,13 +1097,13 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_extract",
-                                        "The rows of one dump.json, read in C (see trendconv.dump.parse).", -1,
+                                        "The rows of one dump.json, read in C (see trendconv.formats.dump.parse).", -1,
                                         methods};
 
 PyMODINIT_FUNC PyInit__extract(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
-    Refused = PyErr_NewException("trendconv.dump._extract.Refused", NULL, NULL);
+    Refused = PyErr_NewException("trendconv.formats.dump._extract.Refused", NULL, NULL);
     str_recompute = PyUnicode_InternFromString("recompute");
     str_parameters_grad = PyUnicode_InternFromString("parameters_grad");
     str_backward = PyUnicode_InternFromString("backward");

@@ -13,11 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from trendconv.dump.parse import ParseOptions
-from trendconv.dump.rules import apply_mapping
 from trendconv.errors import DataError, cannot_read
-from trendconv.monitor import rules
-from trendconv.scan.monitor import CsvFile
+from trendconv.formats.monitor import rules
+from trendconv.formats.monitor.scan import CsvFile
+from trendconv.options import ParseOptions, apply_mapping
 
 KEY_COLUMNS = ("name", "vpp_stage", "step", "micro_step")
 

@@ -1,1 +1,0 @@
-"""The msprobe dump format: how one (step, rank) of dump.json + construct.json becomes trend rows."""

@@ -1,0 +1,149 @@
+"""The contract between trendconv's stages and an input format.
+
+The stages are format-blind: the scan, the parse stage (trendconv.parse), the shards (trendconv.shards), WORK
+(trendconv.workdir), the load stage (trendconv.load), `inspect` and the CLI ask a `Format` everything that depends
+on what DATA holds. A format is one package, trendconv/formats/<name>/, with a `Format` subclass, and one line in
+trendconv/formats/registry.py; nothing outside them asks which format it holds.
+
+A format's data comes in *units*: what one parse task turns into one shard (a (step, rank) file set of dump data,
+a CSV file of monitor data). A unit is a frozen dataclass: it travels to worker processes, and only its format
+looks inside it. A shard's *meta* is the JSON document in its footer (trendconv.shards): the stages write its
+common part, `Format.parse` the rest, and the format reads it back when loading.
+
+Keep the class cheap to import: the registry is read by `trendconv --help`. Import the parser and the loader
+inside the methods that need them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from trendconv.options import ParseOptions
+    from trendconv.shards import Shard
+    from trendconv.summaries import LoadSummary
+
+Unit = Any  # a format's own frozen dataclass
+
+
+@dataclass
+class Scanned:
+    """What a scan found: the units in processing order, warnings, and files left out (reason -> count)."""
+
+    units: list
+    warnings: list[str] = field(default_factory=list)
+    skipped_files: dict[str, int] = field(default_factory=dict)
+
+
+class Builder(Protocol):
+    """Builds one database from shards, at a private temporary path until `finish` moves it into place.
+
+    The load stage calls `plan` (when the format does not stream), then `add` for every shard in processing order,
+    then `finish`; on any failure, `abort`, which removes the temporary file and leaves the database in place as
+    it was.
+    """
+
+    summary: LoadSummary
+    seconds: dict[str, float]  # "finish" and "index", for the run summary
+
+    def plan(self, metas: list[dict]) -> None:
+        """Every shard's meta, before the first `add` (only for a format whose `streams` is False)."""
+
+    def add(self, shard: Shard) -> None: ...
+
+    def finish(self) -> LoadSummary: ...
+
+    def abort(self) -> None: ...
+
+
+class Format(ABC):
+    """Everything trendconv knows of one input format. The registry holds one instance per format."""
+
+    name: str  # `--format NAME`, `format=NAME`, WORK/NAME/, and the footers' and manifests' `input_format`
+    db_name: str  # the database it builds in the output directory: `dump_data.trend.db`
+    looks_like: str  # what its DATA holds, for help texts and messages: `step*/rank*/dump.json`
+    unit_noun: str  # one unit in words, for summaries and messages: `file set`
+    metrics: tuple[str, ...]  # every metric it can have, in the order inspect counts rows per metric
+    # True: the load stage takes each shard as soon as it and every shard before it are parsed (run overlaps
+    # the stages). False: the builder needs every shard's meta first (`Builder.plan`).
+    streams: bool
+    # What names a unit in inspect's entries (JSON and table columns, in this order), and whether inspect's table
+    # shows the rows of every metric (a column each).
+    label_fields: tuple[str, ...]
+    label_columns: tuple[str, ...]
+    metric_columns: bool
+    # The modules `parse` imports: worker processes import them once, before their first task.
+    parser_modules: tuple[str, ...]
+    # trendconv 0.1 kept the dump part of WORK at WORK itself (trendconv.workdir reads it there, and moves it).
+    old_part_at_work: bool = False
+
+    # ---- scan (in the main process)
+
+    @abstractmethod
+    def detect(self, data: Path) -> bool:
+        """Whether DATA looks like this format's data (what `format="auto"` looks for); cheap."""
+
+    @abstractmethod
+    def scan(self, data: Path) -> Scanned:
+        """Every unit of DATA in processing order; a DataError when there is none."""
+
+    # ---- units
+
+    @abstractmethod
+    def sources(self, unit: Unit, options: ParseOptions) -> list[tuple[str, Path]]:
+        """The files a unit's shard is made from, as (path relative to DATA, path): their sizes and times decide
+        whether a shard is reused."""
+
+    @abstractmethod
+    def shard_name(self, unit: Unit) -> str:
+        """The unit's shard, relative to the format's shard directory (`step0_rank1.parquet`)."""
+
+    @abstractmethod
+    def place(self, unit: Unit) -> str:
+        """The unit in messages: its file, then step and rank where known (trendconv.errors.place)."""
+
+    @abstractmethod
+    def order(self, unit: Unit) -> tuple:
+        """The unit's sort key in processing order, which is also the load order."""
+
+    @abstractmethod
+    def label(self, unit: Unit) -> dict:
+        """The `label_fields` of a unit, for inspect."""
+
+    # ---- parse (in worker processes)
+
+    @abstractmethod
+    def parse(self, unit: Unit, options: ParseOptions) -> tuple[pa.Table, dict]:
+        """The unit's shard rows, and its part of the shard's meta, with at least `rows`, `rows_per_metric` and
+        `skipped` (reason -> count)."""
+
+    # ---- shards, read back
+
+    @abstractmethod
+    def shard_schema(self, meta: dict) -> pa.Schema:
+        """The columns a shard of this meta holds (a shard with others is refused)."""
+
+    @abstractmethod
+    def meta_order(self, meta: dict) -> tuple:
+        """`order` of the unit a shard was made from, read from its meta."""
+
+    @abstractmethod
+    def meta_label(self, meta: dict) -> dict:
+        """`label` of the unit a shard was made from, read from its meta."""
+
+    # ---- load
+
+    @abstractmethod
+    def builder(self, out_dir: Path, *, index: bool) -> Builder:
+        """A builder of OUT_DIR/`db_name`; INDEX: build the read indexes."""
+
+    # ---- words
+
+    def units(self, count: int) -> str:
+        """`1 file set`, `8 file sets`."""
+        return f"{count} {self.unit_noun}" if count == 1 else f"{count} {self.unit_noun}s"

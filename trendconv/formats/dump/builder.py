@@ -1,0 +1,226 @@
+"""dump_data.trend.db from dump shards, in (step, rank) order, deterministically.
+
+Every id is assigned here: targets as msprobe data2db numbers them (trendconv.formats.dump.ids), tags in one block
+per metric, each block in the order its targets were first used. The rows go to the writer thread shard by shard
+while the next shard is prepared (trendconv.load.writer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from trendconv import int64, shards
+from trendconv.errors import DataError
+from trendconv.faults import fault_point
+from trendconv.formats.dump.format import DB_NAME
+from trendconv.formats.dump.ids import TargetIds, flush_starts
+from trendconv.formats.dump.metrics import METRICS, STATS
+from trendconv.formats.dump.shard import SCHEMA
+from trendconv.formats.dump.tags import tags_of
+from trendconv.load import connection, schema
+from trendconv.load.build import abandon, complete_build, open_build, prepare_build, writes_db
+from trendconv.load.insert import clean_values
+from trendconv.load.stat1 import Stat1Counts
+from trendconv.load.tags import write_tags
+from trendconv.load.writer import Writer
+from trendconv.options import options_text
+from trendconv.summaries import LoadSummary
+
+
+class DumpBuilder:
+    """Feed shards in (step, rank) order with `add`, then `finish` to get the database in place."""
+
+    @writes_db
+    def __init__(self, out_dir: Path, *, index: bool = True):
+        self.out_dir = out_dir
+        self.index = index
+        self.final = out_dir / DB_NAME
+        self.summary = LoadSummary()
+        self._ids = TargetIds()
+        self._stat1 = Stat1Counts()
+        self._metric_ids = schema.metric_ids(METRICS)
+        self._first: dict | None = None
+        self._step: int | None = None
+        # The micro-step count of a step is the largest of its file sets'; it may be negative, as msprobe takes a
+        # negative parent in construct.json for a micro step like any other. None until the step's first shard.
+        self._offset, self._step_micro_steps = 0, None
+        self._widest: tuple[int, int, str] = (0, 0, "")  # the farthest micro-step count from 0, and its construct.json
+        self._steps: list[int] = []
+        self._max_rank = 0
+        self.seconds = {"finish": 0.0, "index": 0.0}
+        self.tmp = prepare_build(out_dir, DB_NAME)
+        self._conn = _create(self.tmp)
+        self._writer = Writer(self._conn, STATS)
+
+    @writes_db
+    def add(self, shard: shards.Shard) -> None:
+        self._check_consistent(shard)
+        self._advance_step(shard.meta["step"])
+        self._count_micro_steps(shard.meta)
+        self._max_rank = max(self._max_rank, shard.meta["rank"])
+        table = shards.read_rows(shard.path, SCHEMA)
+        self._insert_rows(shard, table)
+        self.summary.shards += 1
+        fault_point("load-shard")
+
+    def _check_consistent(self, shard: shards.Shard) -> None:
+        meta = shard.meta
+        if meta.get("shard_format") != shards.SHARD_FORMAT:
+            raise DataError(
+                f"{shard.path}: shard format {meta.get('shard_format')}, this trendconv reads format "
+                f"{shards.SHARD_FORMAT}; re-run parse"
+            )
+        if self._first is None:
+            self._first = meta
+        elif meta.get("options") != self._first.get("options"):
+            raise DataError(
+                f"{shard.path}: parsed with {options_text(meta.get('options') or {})}, the other shards with "
+                f"{options_text(self._first.get('options') or {})}; re-run parse"
+            )
+
+    @property
+    def micro_step_mode(self) -> bool:
+        return bool(self._first and self._first["options"]["micro_step"])
+
+    def _advance_step(self, step: int) -> None:
+        if step == self._step:
+            return
+        if self._step is not None and step < self._step:
+            raise DataError(f"shards out of order: step {step} after step {self._step}")
+        self._offset += self._step_micro_steps or 0
+        self._step, self._step_micro_steps = step, None
+        self._steps.append(step)
+
+    def _count_micro_steps(self, meta: dict) -> None:
+        count = meta["micro_steps"]
+        self._step_micro_steps = count if self._step_micro_steps is None else max(self._step_micro_steps, count)
+        self._widest = max(self._widest, (abs(count), count, _construct_json(meta)))
+
+    def _insert_rows(self, shard: shards.Shard, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        metric_ids = _metric_id_column(table, self._metric_ids, shard.path)
+        names = table["target_name"].combine_chunks()
+        flushes = flush_starts(table["key"])
+        target_ids = self._ids.target_ids(names, table["micro_step"].combine_chunks(), metric_ids, flushes)
+        steps = self._global_steps(shard, table)
+        rows = pa.table(
+            {
+                "rank": table["rank"],
+                "step": steps,
+                "target_id": target_ids,
+                "metric_id": metric_ids,
+                **{stat: clean_values(table[stat]) for stat in STATS},
+            }
+        ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
+        self._stat1.add(shard.meta["rank"], rows)
+        self._writer.put(rows)
+
+    def _global_steps(self, shard: shards.Shard, table: pa.Table) -> pa.Array:
+        if not self.micro_step_mode:
+            return table["step"]
+        local = table["local_micro_step"].combine_chunks()
+        low, high = (scalar.as_py() for scalar in pc.min_max(local).values())
+        for micro_step in (low, high):
+            if not int64.fits(self._offset + micro_step):
+                raise DataError(
+                    f"{_construct_json(shard.meta)}, step {shard.meta['step']}, rank {shard.meta['rank']}: micro step "
+                    f"{micro_step} "
+                    f"lands on global step {self._offset + micro_step}, which does not fit a 64-bit integer "
+                    f"(--no-micro-step keeps the original step numbers)"
+                )
+        return _shifted(local, self._offset)
+
+    @writes_db
+    def finish(self) -> LoadSummary:
+        """Write targets, global_stats and tags, build indexes, then move the file into place."""
+        if self._first is None:
+            raise DataError("no shards to load")
+        started = time.perf_counter()
+        self._writer.close()
+        self.summary.rows, self.summary.duplicates = self._writer.inserted, self._writer.offered - self._writer.inserted
+        self._offset += self._step_micro_steps or 0
+        self._check_last_step()
+        self._write_targets()
+        self._conn.execute(schema.dump_global_stats_ddl(METRICS))
+        stats = self._global_stats()
+        self._conn.execute(schema.insert_global_stats(len(stats)), stats)
+        self._write_tags()
+        stat1 = self._stat1.stat1_rows(self.summary.rows, self._ids.metric_targets) if self.summary.rows else None
+        return complete_build(
+            self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index, trend_stat1=stat1
+        )
+
+    def _write_targets(self) -> None:
+        """In id order; then the sequence as msprobe leaves it, past the last id when its last inserts were
+        ignored."""
+        targets = sorted((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())
+        self._conn.executemany(schema.INSERT_TARGET, targets)
+        self._conn.execute(schema.SET_TARGET_SEQUENCE, (self._ids.sequence,))
+        self.summary.targets = len(targets)
+
+    def _check_last_step(self) -> None:
+        if self.micro_step_mode and not int64.fits(self._offset - 1):
+            _, count, construct = self._widest
+            raise DataError(
+                f"{construct}: {count} micro steps; with those of the other file sets the last global step, "
+                f"{self._offset - 1}, does not fit a 64-bit integer (--no-micro-step keeps the original step numbers)"
+            )
+
+    def _global_stats(self) -> tuple:
+        if self.micro_step_mode:
+            steps = (0, self._offset - 1)
+        else:
+            steps = (min(self._steps), max(self._steps))
+        return (self._max_rank, *steps, *([",".join(STATS)] * len(METRICS)))
+
+    def _write_tags(self) -> None:
+        names = {tid: name for (name, _), tid in self._ids.targets.items()}
+        write_tags(self._conn, self._ids.by_metric, names, tags_of, self.summary)
+
+    def abort(self) -> None:
+        with contextlib.suppress(BaseException):  # the failure being handled is the one to report
+            self._writer.close()
+        abandon(self._conn, self.tmp)
+
+
+def _construct_json(meta: dict) -> str:
+    """The construct.json a dump shard's micro steps came from, as its footer names it (relative to DATA)."""
+    return meta["sources"][-1]["path"]
+
+
+def _shifted(values: pa.Array, offset: int) -> pa.Array:
+    """VALUES + OFFSET, where every sum fits int64 but OFFSET itself may not (negative micro-step counts bring
+    the running offset back): added in parts that do, each partial sum lying between a value and its sum."""
+    while offset:
+        part = min(max(offset, int64.MIN), int64.MAX)
+        values = pc.add(values, pa.scalar(part, pa.int64()))
+        offset -= part
+    return values
+
+
+def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Array:
+    metrics = table["metric"].combine_chunks()
+    dictionary = metrics.dictionary.to_pylist()
+    unknown = [name for name in dictionary if name not in ids]
+    if unknown:
+        raise DataError(f"{path}: unknown metric {unknown[0]!r}")
+    lookup = pa.array([ids[name] for name in dictionary], pa.int64())
+    return lookup.take(metrics.indices)
+
+
+def _create(path: Path) -> connection.Connection:
+    conn = open_build(path)
+    try:
+        for statement in (*schema.DIMENSION_TABLES, schema.trend_data_ddl(STATS)):
+            conn.execute(statement)
+        conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in METRICS))
+    except BaseException:
+        abandon(conn, path)
+        raise
+    return conn

@@ -1,0 +1,75 @@
+"""msprobe dump data as a `Format`: DATA/step*/rank*|proc*/{dump.json,construct.json}, one unit per (step, rank)
+file set, into dump_data.trend.db (docs/dump-format.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trendconv.errors import place
+from trendconv.formats.contract import Format, Scanned
+from trendconv.formats.dump import scan
+from trendconv.formats.dump.metrics import METRICS
+from trendconv.formats.dump.scan import FileSet
+from trendconv.options import ParseOptions
+
+DB_NAME = "dump_data.trend.db"
+
+
+class DumpFormat(Format):
+    name = "dump"
+    db_name = DB_NAME
+    looks_like = "step*/rank*/dump.json"
+    unit_noun = "file set"
+    metrics = METRICS
+    streams = True  # a shard's rows depend only on the shards before it (docs/dump-format.md §8)
+    label_fields = ("step", "rank")
+    label_columns = ("step", "rank")
+    parser_modules = ("trendconv.formats.dump.shard",)
+    metric_columns = True
+    old_part_at_work = True
+
+    def detect(self, data: Path) -> bool:
+        return scan.has_steps(data)
+
+    def scan(self, data: Path) -> Scanned:
+        found = scan.scan(data)
+        return Scanned(found.file_sets, list(found.warnings))
+
+    def sources(self, unit: FileSet, options: ParseOptions) -> list[tuple[str, Path]]:
+        files = [(unit.relative("dump.json"), unit.dump_json)]
+        if options.micro_step:
+            files.append((unit.relative("construct.json"), unit.construct_json))
+        return files
+
+    def shard_name(self, unit: FileSet) -> str:
+        return f"step{unit.step}_rank{unit.rank}.parquet"
+
+    def place(self, unit: FileSet) -> str:
+        return place(unit.dump_json, step=unit.step, rank=unit.rank)
+
+    def order(self, unit: FileSet) -> tuple:
+        return (unit.step, unit.rank)
+
+    def label(self, unit: FileSet) -> dict:
+        return {"step": unit.step, "rank": unit.rank}
+
+    def parse(self, unit: FileSet, options: ParseOptions):
+        from trendconv.formats.dump.shard import shard_of
+
+        return shard_of(unit, options)
+
+    def shard_schema(self, meta: dict):
+        from trendconv.formats.dump.shard import SCHEMA
+
+        return SCHEMA
+
+    def meta_order(self, meta: dict) -> tuple:
+        return (meta["step"], meta["rank"])
+
+    def meta_label(self, meta: dict) -> dict:
+        return {"step": meta["step"], "rank": meta["rank"]}
+
+    def builder(self, out_dir: Path, *, index: bool):
+        from trendconv.formats.dump.builder import DumpBuilder
+
+        return DumpBuilder(out_dir, index=index)

@@ -1,0 +1,169 @@
+"""monitor_data.trend.db from monitor shards: one shard per CSV file, in processing order.
+
+The builder first reads every shard's meta (`plan`, trendconv.formats.monitor.plan), then the rows (`add`), in
+batches of about BATCH_ROWS. Ids are dense and given in first-seen order; the first row of a duplicate key wins.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from trendconv import shards
+from trendconv.errors import DataError
+from trendconv.faults import fault_point
+from trendconv.formats.monitor.format import DB_NAME
+from trendconv.formats.monitor.plan import MonitorPlan, plan_monitor
+from trendconv.formats.monitor.shard import schema as schema_of
+from trendconv.formats.monitor.tags import tags_of
+from trendconv.load import ids, schema
+from trendconv.load.build import abandon, complete_build, open_build, prepare_build, writes_db
+from trendconv.load.insert import clean_values, insert_trend
+from trendconv.load.tags import write_tags
+from trendconv.summaries import LoadSummary
+
+_KEY_SEPARATOR = "\x1f"
+
+
+BATCH_ROWS = 65536
+
+
+class MonitorBuilder:
+    """`plan` with every shard's meta, `add` the shards in processing order, then `finish`."""
+
+    @writes_db
+    def __init__(self, out_dir: Path, *, index: bool = True):
+        self.index = index
+        self.final = out_dir / DB_NAME
+        self.summary = LoadSummary()
+        self.seconds = {"finish": 0.0, "index": 0.0}
+        self.tmp = prepare_build(out_dir, DB_NAME)
+        self._conn = open_build(self.tmp)
+        self._plan: MonitorPlan | None = None
+        self._targets: dict[str, int] = {}
+        self._first_uses = ids.FirstUses()
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+
+    @writes_db
+    def plan(self, metas: list[dict]) -> MonitorPlan:
+        plan = self._plan = plan_monitor(metas)
+        self.summary.warnings.extend(plan.warnings)
+        self._metric_ids = schema.metric_ids(plan.metrics)
+        self._step_keys = pa.array(sorted(plan.offsets), pa.int64())
+        self._step_offsets = pa.array([plan.offsets[step] for step in sorted(plan.offsets)], pa.int64())
+        for statement in schema.DIMENSION_TABLES:
+            self._conn.execute(statement)
+        self._conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in plan.metrics))
+        self._write_global_stats(plan)
+        self._conn.execute(schema.trend_data_ddl(plan.columns))
+        return plan
+
+    def _write_global_stats(self, plan: MonitorPlan) -> None:
+        self._conn.execute(schema.monitor_global_stats_ddl(plan.metrics))
+        texts = [",".join(plan.stats[metric]) for metric in plan.metrics]
+        values = (plan.min_step, plan.max_step, plan.max_rank, *texts)
+        self._conn.execute(schema.insert_global_stats(len(values)), values)
+
+    def _read(self, shard: shards.Shard) -> pa.Table | None:
+        meta = shard.meta
+        if not meta["rows"] or meta["metric"] not in self._metric_ids:
+            return None
+        return shards.read_rows(shard.path, schema_of(meta["stats"]), use_threads=False)
+
+    @writes_db
+    def add(self, shard: shards.Shard) -> None:
+        self.summary.shards += 1
+        table = self._read(shard)
+        if table is not None:
+            self._pending.append(table)
+            self._pending_rows += table.num_rows
+            if self._pending_rows >= BATCH_ROWS:
+                self._flush()
+        fault_point("load-shard")
+
+    def _flush(self) -> None:
+        """Insert the pending shards as one batch: Arrow work per batch, not per (often small) CSV file."""
+        if not self._pending:
+            return
+        # Shards differ in their stat columns: the missing ones come out null.
+        table = pa.concat_tables(self._pending, promote_options="default")
+        self._pending, self._pending_rows = [], 0
+        nulls = pa.nulls(table.num_rows, pa.float64())
+        metric_ids = self._metric_id_column(table)
+        columns = {
+            "rank": table["rank"],
+            "step": self._steps(table),
+            "target_id": self._target_ids(table, metric_ids),
+            "metric_id": metric_ids,
+            **{stat: clean_values(table[stat]) if stat in table.column_names else nulls for stat in self._plan.columns},
+        }
+        # Stable: of rows with the same key, the first in processing order is inserted first and wins.
+        rows = pa.table(columns).sort_by([("rank", "ascending"), ("step", "ascending"), ("target_id", "ascending")])
+        inserted = insert_trend(self._conn, rows, self._plan.columns)
+        self.summary.rows += inserted
+        self.summary.duplicates += rows.num_rows - inserted
+
+    def _metric_id_column(self, table: pa.Table) -> pa.Array:
+        names = pc.cast(table["metric"], pa.string())
+        return pc.add(pc.index_in(names, pa.array(self._plan.metrics)).cast(pa.int64()), 1).combine_chunks()
+
+    def _steps(self, table: pa.Table) -> pa.Array:
+        """docs/monitor-format.md §7: the original step, or in micro-step mode its first slot plus the micro step."""
+        steps = table["step"].combine_chunks()
+        if not self._plan.micro_step:
+            return steps
+        offsets = self._step_offsets.take(pc.index_in(steps, self._step_keys))
+        return pc.add(offsets, table["micro_step"].combine_chunks())
+
+    def _target_ids(self, table: pa.Table, metric_ids: pa.Array) -> pa.Array:
+        """Dense ids in first-seen order of (name, vpp_stage, micro_step); micro_step 0 in micro-step mode."""
+        micro = table["micro_step"]
+        if self._plan.micro_step:
+            micro = pa.repeat(pa.scalar(0, pa.int64()), table.num_rows)
+        keys = pc.binary_join_element_wise(
+            pc.cast(table["target_name"], pa.string()),
+            pc.cast(table["vpp_stage"], pa.string()),
+            pc.cast(micro, pa.string()),
+            _KEY_SEPARATOR,
+        )
+        encoded = keys.combine_chunks().dictionary_encode()
+        key_ids = pa.array([self._target_id(key) for key in encoded.dictionary.to_pylist()], pa.int64())
+        row_ids = key_ids.take(encoded.indices)
+        self._first_uses.add(pc.unique(ids.uses(metric_ids, row_ids)).to_pylist())
+        return row_ids
+
+    def _target_id(self, key: str) -> int:
+        target_id = self._targets.get(key)
+        if target_id is None:
+            target_id = self._targets[key] = len(self._targets) + 1
+        return target_id
+
+    @writes_db
+    def finish(self) -> LoadSummary:
+        if self._plan is None:
+            raise DataError("no monitor shards to load")
+        started = time.perf_counter()
+        self._flush()
+        targets = [(tid, *_split_key(key)) for key, tid in self._targets.items()]
+        self._conn.executemany(schema.INSERT_TARGET, targets)
+        self.summary.targets = len(targets)
+        self._write_tags({tid: name for tid, name, _, _ in targets})
+        return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
+
+    def _write_tags(self, names: dict[int, str]) -> None:
+        """docs/monitor-format.md §9: tags per metric, in the order the metric's targets were first used."""
+        uses = self._first_uses.by_metric
+        by_metric = {metric_id: uses[metric_id] for metric_id in sorted(uses)}
+        write_tags(self._conn, by_metric, names, tags_of, self.summary)
+
+    def abort(self) -> None:
+        abandon(self._conn, self.tmp)
+
+
+def _split_key(key: str) -> tuple[str, int, int]:
+    name, vpp_stage, micro_step = key.rsplit(_KEY_SEPARATOR, 2)
+    return name, int(vpp_stage), int(micro_step)

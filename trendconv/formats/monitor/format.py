@@ -1,0 +1,72 @@
+"""msprobe training-monitor output as a `Format`: run directories of `<metric>_<a>-<b>.csv` files, one unit per CSV
+file, into monitor_data.trend.db (docs/monitor-format.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trendconv.errors import place
+from trendconv.formats.contract import Format, Scanned
+from trendconv.formats.monitor import scan
+from trendconv.formats.monitor.metrics import METRICS
+from trendconv.formats.monitor.scan import CsvFile
+from trendconv.options import ParseOptions
+
+NAME, DB_NAME = "monitor", "monitor_data.trend.db"
+
+
+class MonitorFormat(Format):
+    name = NAME
+    db_name = DB_NAME
+    looks_like = "run directories like 'Feb20_16-27-56-rank0-1a2b3c4d' holding <metric>_<a>-<b>.csv files"
+    unit_noun = "monitor CSV file"
+    metrics = METRICS
+    # A step's micro-step slots depend on every file (docs/monitor-format.md §7): rows wait for every footer.
+    streams = False
+    label_fields = ("file", "rank")
+    label_columns = ("rank", "file")
+    parser_modules = ("trendconv.formats.monitor.shard",)
+    metric_columns = False  # nine metrics, one per file: the file's name says which
+
+    def detect(self, data: Path) -> bool:
+        return scan.has_run_dirs(data)
+
+    def scan(self, data: Path) -> Scanned:
+        found = scan.scan_monitor(data)
+        return Scanned(found.files, list(found.warnings), dict(sorted(found.skipped_files.items())))
+
+    def sources(self, unit: CsvFile, options: ParseOptions) -> list[tuple[str, Path]]:
+        return [(unit.relative, unit.path)]
+
+    def shard_name(self, unit: CsvFile) -> str:
+        return f"{unit.run_dir}/{unit.name}.parquet"
+
+    def place(self, unit: CsvFile) -> str:
+        return place(unit.path, rank=unit.rank)
+
+    def order(self, unit: CsvFile) -> tuple:
+        return unit.order
+
+    def label(self, unit: CsvFile) -> dict:
+        return {"file": unit.relative, "rank": unit.rank}
+
+    def parse(self, unit: CsvFile, options: ParseOptions):
+        from trendconv.formats.monitor.shard import shard_of
+
+        return shard_of(unit, options)
+
+    def shard_schema(self, meta: dict):
+        from trendconv.formats.monitor.shard import schema
+
+        return schema(meta["stats"])
+
+    def meta_order(self, meta: dict) -> tuple:
+        return scan.order(meta["rank"], meta["run_dir"], meta["file"], meta["metric"])
+
+    def meta_label(self, meta: dict) -> dict:
+        return {"file": f"{meta['run_dir']}/{meta['file']}", "rank": meta["rank"]}
+
+    def builder(self, out_dir: Path, *, index: bool):
+        from trendconv.formats.monitor.builder import MonitorBuilder
+
+        return MonitorBuilder(out_dir, index=index)

@@ -1,0 +1,112 @@
+"""What the shard footers of monitor data decide before any row is loaded: metrics, stat columns, step slots and
+global_stats. A monitor step's slots depend on every file (docs/monitor-format.md §7: the micro-step count of an
+original step is the largest over all ranks and metrics)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from trendconv import int64, shards
+from trendconv.errors import DataError, plural
+from trendconv.formats.monitor.format import NAME
+from trendconv.formats.monitor.metrics import METRICS, STATS
+from trendconv.options import options_text
+
+
+@dataclass
+class MonitorPlan:
+    """What the shard footers alone decide: metrics, stat columns, step slots and global_stats."""
+
+    micro_step: bool
+    metrics: list[str]  # present metrics, canonical order
+    stats: dict[str, list[str]]  # per present metric, canonical order
+    offsets: dict[int, int] = field(default_factory=dict)
+    min_step: int = 0
+    max_step: int = 0
+    max_rank: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[str]:
+        """trend_data's stat columns: every stat of a present metric, canonical order."""
+        used = {stat for stats in self.stats.values() for stat in stats}
+        return [stat for stat in STATS if stat in used]
+
+
+def plan_monitor(metas: list[dict]) -> MonitorPlan:
+    if not metas:
+        raise DataError("no monitor shards to load")
+    _check_same_options(metas)
+    micro_step = bool(metas[0]["options"]["micro_step"])
+    with_rows = Counter(meta["metric"] for meta in metas if meta["rows"])
+    metrics = [metric for metric in METRICS if with_rows[metric]]
+    if not metrics:
+        raise DataError(f"no data rows in any of the {len(metas)} monitor CSV files")
+    stats = {metric: _stats_of(metric, metas) for metric in metrics}
+    if not any(stats.values()):
+        raise DataError(f"no stat column ({', '.join(STATS[:6])}, ...) in any monitor CSV file")
+    plan = MonitorPlan(micro_step, metrics, stats, max_rank=max(meta["rank"] for meta in metas))
+    plan.warnings = _rowless_metric_warnings(metas, with_rows)
+    _plan_steps(plan, metas)
+    return plan
+
+
+def _check_same_options(metas: list[dict]) -> None:
+    first = metas[0]
+    for meta in metas:
+        if meta.get("shard_format") != shards.SHARD_FORMAT or meta.get("input_format") != NAME:
+            raise DataError(f"{meta['run_dir']}/{meta['file']}: not a monitor shard of this trendconv; re-run parse")
+        if meta["options"] != first["options"]:
+            raise DataError(
+                f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "
+                f"with {options_text(first['options'])}; re-run parse"
+            )
+
+
+def _stats_of(metric: str, metas: list[dict]) -> list[str]:
+    """The union of the stat columns of the metric's files, header-only files included (docs/monitor-format.md §4.3)."""
+    found = {stat for meta in metas if meta["metric"] == metric for stat in meta["stats"]}
+    return [stat for stat in STATS if stat in found]
+
+
+def _rowless_metric_warnings(metas: list[dict], with_rows: Counter) -> list[str]:
+    """docs/monitor-format.md Q1: msprobe lists such a metric in global_stats (where the Trend Analyzer cannot find
+    it)."""
+    files = Counter(meta["metric"] for meta in metas if not with_rows[meta["metric"]])
+    return [
+        f"{metric}: {plural(count, 'CSV file')} without a valid data row; the metric is left out of the database "
+        "(msprobe data2db lists it in global_stats and may write no trend rows at all)"
+        for metric, count in sorted(files.items())
+    ]
+
+
+def _plan_steps(plan: MonitorPlan, metas: list[dict]) -> None:
+    counts: dict[int, tuple[int, str]] = {}  # per original step: its micro-step count, and a file that has it
+    for meta in metas:
+        for step, count in meta["micro_steps_per_step"]:
+            counts[step] = max(counts.get(step, (0, "")), (count, f"{meta['run_dir']}/{meta['file']}"))
+    steps = sorted(counts)
+    if plan.micro_step:
+        offset, last = 0, None
+        for step in steps:
+            _check_slot(offset, last)
+            plan.offsets[step] = offset
+            offset += counts[step][0]
+            last = (step, *counts[step])
+        _check_slot(offset - 1, last)
+        # -1 (as msprobe has it) when every micro_step is negative: no slot at all. There are rows: else no database.
+        plan.min_step, plan.max_step = 0, offset - 1
+    else:
+        plan.min_step, plan.max_step = (steps[0] if steps else 0), max([0, *steps])
+
+
+def _check_slot(slot: int, last: tuple[int, int, str] | None) -> None:
+    """A step's first slot, and the last slot of all, must be 64-bit integers; LAST (step, micro-step count,
+    a file with that count) is the step before, whose slots reach SLOT."""
+    if last is not None and not int64.fits(slot):
+        step, count, file = last
+        raise DataError(
+            f"{file}: step {step}, micro_step {count - 1}: with the micro-step slots of the steps before, "
+            f"the global steps reach {slot}, beyond a 64-bit integer (--no-micro-step keeps the original step numbers)"
+        )

@@ -1,0 +1,54 @@
+"""A monitor shard: the rows of one CSV file, and what its meta says of them."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from trendconv.formats.monitor.parse import parse_csv_file
+from trendconv.formats.monitor.scan import CsvFile
+from trendconv.options import ParseOptions
+from trendconv.shards import DICT_STRING
+
+KEY_FIELDS = [
+    ("rank", pa.int64()),
+    ("metric", DICT_STRING),
+    ("target_name", DICT_STRING),
+    ("vpp_stage", pa.int64()),
+    ("step", pa.int64()),
+    ("micro_step", pa.int64()),
+]
+
+
+def schema(stats: list[str]) -> pa.Schema:
+    """The columns of a shard whose file has STATS (the stat columns of its header, in canonical order)."""
+    return pa.schema([*KEY_FIELDS, *[(stat, pa.float64()) for stat in stats]])
+
+
+def shard_of(unit: CsvFile, options: ParseOptions) -> tuple[pa.Table, dict]:
+    """The shard rows of a CSV file, and its part of the shard's meta."""
+    rows = parse_csv_file(unit, options)
+    columns = dict(rows.columns)
+    count = len(rows)
+    columns["rank"] = pa.repeat(pa.scalar(unit.rank, pa.int64()), count)
+    columns["metric"] = pa.repeat(pa.scalar(unit.metric), count).dictionary_encode()
+    columns["target_name"] = columns["target_name"].dictionary_encode()
+    kinds = schema(rows.stats)
+    arrays = [_as_type(columns[name], kinds.field(name).type) for name in kinds.names]
+    table = pa.Table.from_arrays(arrays, schema=kinds)
+    meta = {
+        "rank": unit.rank,
+        "run_dir": unit.run_dir,
+        "file": unit.name,
+        "metric": unit.metric,
+        "stats": rows.stats,
+        "has_micro_step": rows.has_micro_step,
+        "micro_steps_per_step": rows.micro_steps_per_step(),
+        "rows": count,
+        "rows_per_metric": {unit.metric: count} if count else {},
+        "skipped": dict(sorted(rows.skipped.items())),
+    }
+    return table, meta
+
+
+def _as_type(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    return column if column.type == kind else column.cast(kind)

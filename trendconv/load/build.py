@@ -1,0 +1,139 @@
+"""Building a database safely: a private temporary file in the output directory, renamed into place only when
+complete, so a failed or killed load leaves the database in place untouched. Both formats' builders use these."""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from pathlib import Path
+
+from trendconv.errors import OutputError, make_directory, os_reason
+from trendconv.faults import fault_point
+from trendconv.load import connection, schema
+from trendconv.load.indexes import build_indexes
+from trendconv.summaries import LoadSummary
+
+PLUGIN_SIZE_LIMIT = 5 * 1024**3
+DB_MODE = 0o640
+
+
+def writes_db(method):
+    """A builder method whose SQLite or file-system failure (disk full, no permission) is an OutputError
+    naming the database, rather than a traceback. The caller's abort removes the unfinished build."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (connection.Error, OSError) as exc:
+            raise OutputError(f"{self.final}: cannot write the database: {_write_failure(exc)}") from None
+
+    return wrapper
+
+
+def _write_failure(exc: connection.Error | OSError) -> str:
+    if isinstance(exc, OSError):
+        return os_reason(exc)
+    if isinstance(exc, connection.FullError):
+        return f"{exc} (the index build also writes SQLite temporary files, to SQLITE_TMPDIR, TMPDIR or /tmp)"
+    return str(exc)
+
+
+def prepare_build(out_dir: Path, db_name: str) -> Path:
+    """The private temporary path a database is built at, after removing those of killed loads."""
+    make_directory(out_dir)
+    _remove_dead_temporaries(out_dir, db_name)
+    return out_dir / f".{db_name}.{os.getpid()}.tmp"
+
+
+def open_build(path: Path) -> connection.Connection:
+    """A new database at PATH, set up for building; if that fails, PATH is removed again."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DB_MODE)
+    try:
+        os.fchmod(fd, DB_MODE)  # whatever the umask: the plugin refuses group/other-writable files
+        os.close(fd)
+        conn = connection.Connection(path)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    try:
+        for pragma in schema.BUILD_PRAGMAS:
+            conn.execute(pragma)
+    except BaseException:
+        abandon(conn, path)
+        raise
+    return conn
+
+
+def complete_build(
+    conn: connection.Connection,
+    tmp: Path,
+    final: Path,
+    summary: LoadSummary,
+    seconds: dict,
+    started: float,
+    *,
+    index: bool,
+    trend_stat1: list[tuple[str, str, str]] | None = None,
+) -> LoadSummary:
+    """Commit, build the read indexes, then move the build into place; SECONDS gets `index` and `finish`
+    (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
+    conn.commit()
+    indexed = time.perf_counter()
+    if index:
+        build_indexes(conn, trend_stat1)
+    conn.close()
+    seconds["index"] = time.perf_counter() - indexed
+    fault_point("load-before-rename")
+    publish(tmp, final, summary)
+    seconds["finish"] = time.perf_counter() - started - seconds["index"]
+    return summary
+
+
+def abandon(conn: connection.Connection, tmp: Path) -> None:
+    """A failed build: close it and remove its file; the database in place, if any, is untouched."""
+    try:
+        conn.close()
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
+    """Move the finished build into place atomically and durably."""
+    _fsync(tmp)
+    os.replace(tmp, final)
+    _fsync(final.parent)
+    summary.db = final
+    summary.size = final.stat().st_size
+    if summary.size > PLUGIN_SIZE_LIMIT:
+        summary.warnings.append(
+            f"{final}: {summary.size} bytes is over the Trend Analyzer's 5 GiB limit; the plugin will refuse it"
+        )
+    return summary
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_dead_temporaries(out_dir: Path, db_name: str) -> None:
+    """Temporary builds of killed loads: `.<db>.<pid>.tmp` whose process is gone."""
+    for path in out_dir.glob(f".{db_name}.*.tmp"):
+        pid = path.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,57 @@
+"""sqlite_stat1 rows for trend_data counted while loading, so that ANALYZE need not scan millions of rows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+class Stat1Counts:
+    """How many distinct values each prefix of trend_data's keys takes, counted as batches of rows go in, so that
+    its sqlite_stat1 rows are written without ANALYZE scanning two million rows (a second of the serial tail).
+
+    The caller promises that no two batches share a (rank, step) (the dump loader's batches are shards: a shard
+    holds one rank, and its global steps are its own). So the primary key's prefixes are counted per batch and
+    summed; only (metric, step) and (metric, target) need sets across batches.
+    """
+
+    def __init__(self) -> None:
+        self.ranks: set[int] = set()
+        self.rank_steps = 0
+        self.rank_step_targets = 0
+        self.metric_steps: set[tuple[int, int]] = set()
+
+    def add(self, rank: int, rows: pa.Table) -> None:
+        """ROWS: one batch's trend rows, all of RANK, sorted by step, then target."""
+        steps, targets = rows["step"].combine_chunks(), rows["target_id"].combine_chunks()
+        new_step = pc.not_equal(steps[1:], steps[:-1])
+        self.ranks.add(rank)
+        self.rank_steps += 1 + _count_true(new_step)
+        self.rank_step_targets += 1 + _count_true(pc.or_(new_step, pc.not_equal(targets[1:], targets[:-1])))
+        pairs = rows.group_by(["metric_id", "step"]).aggregate([])
+        self.metric_steps.update(zip(pairs["metric_id"].to_pylist(), pairs["step"].to_pylist()))
+
+    def stat1_rows(self, rows: int, metric_targets: int) -> list[tuple[str, str, str]]:
+        """What ANALYZE writes to sqlite_stat1 for trend_data's primary key and its two read indexes."""
+        metrics = len({metric for metric, _ in self.metric_steps})
+        primary = [len(self.ranks), self.rank_steps, self.rank_step_targets, rows]
+        return [
+            ("trend_data", "trend_data", _stat1(rows, primary)),
+            ("trend_data", "idx_trend_metric_step", _stat1(rows, [metrics, len(self.metric_steps)])),
+            ("trend_data", "idx_trend_metric_target", _stat1(rows, [metrics, metric_targets])),
+        ]
+
+
+def _count_true(mask: pa.Array) -> int:
+    return pc.sum(mask).as_py() or 0
+
+
+def _stat1(rows: int, distinct: list[int]) -> str:
+    """sqlite_stat1's text: the row count, then the average rows per distinct value of each key prefix, as
+    ANALYZE rounds it (up, and to 1 when the prefix is within 10% of unique)."""
+    return " ".join(map(str, [rows, *(_average_rows(rows, count) for count in distinct)]))
+
+
+def _average_rows(rows: int, distinct: int) -> int:
+    average = (rows + distinct - 1) // distinct
+    return 1 if average == 2 and rows * 10 <= distinct * 11 else average

@@ -1,0 +1,53 @@
+"""The writer thread: trend rows inserted on a thread of their own while the loader prepares the next shard."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pyarrow as pa
+
+from trendconv.load import connection
+from trendconv.load.insert import insert_trend
+
+
+class Writer:
+    """Inserts trend rows on a thread of its own, in the order they are given, while the loader reads and
+    prepares the next shard: SQLite runs without the GIL, so the two overlap. One thread and a short queue
+    keep the order (and so the database bytes) and bound the rows in flight. A failed insert is raised
+    again by the next `put` or by `close`; later rows are then dropped, as the build is abandoned."""
+
+    _IN_FLIGHT = 2
+
+    def __init__(self, conn: connection.Connection, stats) -> None:
+        self._conn, self._stats = conn, stats
+        self.offered = self.inserted = 0
+        self._error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(self._IN_FLIGHT)
+        self._thread = threading.Thread(target=self._run, name="trendconv-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, rows: pa.Table) -> None:
+        self._raise()
+        self.offered += rows.num_rows
+        self._queue.put(rows)
+
+    def close(self) -> None:
+        """Wait until every row given is inserted (or the first failure, raised here)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._raise()
+
+    def _run(self) -> None:
+        while (rows := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self.inserted += insert_trend(self._conn, rows, self._stats)
+                except BaseException as exc:  # noqa: BLE001 - handed to the loading thread
+                    self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error

@@ -1,1 +1,0 @@
-"""The msprobe monitor CSV format (docs/monitor-format.md): cell rules and one CSV file → normalized rows."""

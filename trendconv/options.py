@@ -1,0 +1,35 @@
+"""The parse options both formats read: micro-step mode and the name mapping."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import orjson
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    micro_step: bool = True
+    mapping: tuple[tuple[str, str], ...] = ()  # (old, new) pairs, applied in order
+
+    @property
+    def mapping_sha256(self) -> str:
+        return hashlib.sha256(orjson.dumps([list(pair) for pair in self.mapping])).hexdigest()
+
+    def record(self) -> dict:
+        """The options as shard footers, manifests and work.json record them (the mapping by its digest)."""
+        return {"micro_step": self.micro_step, "mapping_sha256": self.mapping_sha256}
+
+
+def options_text(record: dict) -> str:
+    """A `record()` in words, for messages: `micro-step, mapping sha256 4f53cda18c2b`."""
+    mode = "micro-step" if record.get("micro_step") else "no-micro-step"
+    return f"{mode}, mapping sha256 {str(record.get('mapping_sha256'))[:12]}"
+
+
+def apply_mapping(name: str, mapping: tuple[tuple[str, str], ...]) -> str:
+    """docs/dump-format.md §4 (docs/monitor-format.md alike): each replacement in turn, on the whole name."""
+    for old, new in mapping:
+        name = name.replace(old, new)
+    return name

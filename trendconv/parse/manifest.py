@@ -1,0 +1,51 @@
+"""The records a parse keeps in its part of WORK: work.json when it starts, manifest.json when it is complete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trendconv import shards, workdir
+from trendconv.errors import DataError, cannot_write, make_directory
+from trendconv.formats import Format
+from trendconv.options import ParseOptions
+from trendconv.parse.tasks import ParseTask
+
+
+def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> None:
+    """Forget the old manifest (the shard set is about to change) and say what this parse does."""
+    try:
+        make_directory(part)
+        workdir.manifest_path(part).unlink(missing_ok=True)
+    except OSError as exc:
+        raise cannot_write(part, exc) from None
+    document = {"data": str(data.resolve()), "input_format": fmt.name, "options": options.record()}
+    workdir.write_json_atomic(workdir.work_json_path(part), document)
+
+
+def write_manifest(part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format) -> None:
+    """The complete shard list, in processing order: written last, it says the parse finished."""
+    directory = shards.shard_dir(part)
+    document = {
+        "shard_format": shards.SHARD_FORMAT,
+        "input_format": fmt.name,
+        "options": options.record(),
+        "shards": [task.shard_path.relative_to(directory).as_posix() for task in tasks],
+    }
+    workdir.write_json_atomic(workdir.manifest_path(part), document)
+
+
+def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
+    """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it."""
+    part = workdir.found_part(work, fmt)
+    path = workdir.manifest_path(part)
+    unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
+    names = workdir.read_json_document(path, unfinished).get("shards")
+    if not isinstance(names, list):
+        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
+    found = []
+    for name in names:
+        shard_file = shards.shard_dir(part) / name
+        if not shard_file.is_file():
+            raise DataError(f"{shard_file}: shard missing; run `trendconv parse` again to rebuild it")
+        found.append(shards.Shard(shard_file, shards.read_meta(shard_file)))
+    return sorted(found, key=lambda shard: fmt.meta_order(shard.meta))

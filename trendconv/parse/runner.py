@@ -1,0 +1,128 @@
+"""The parse stage: scan DATA for one format's units, then turn each unit into one shard, in parallel workers.
+
+A shard whose sources and parse options are unchanged is reused, so an interrupted parse resumes where
+it stopped. A manifest written last (`WORK/<format>/manifest.json`) says the set of shards is complete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from trendconv import workdir
+from trendconv.errors import TrendconvError, internal_error
+from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
+from trendconv.formats import Format, Scanned
+from trendconv.options import ParseOptions
+from trendconv.parse.manifest import start_parse, write_manifest
+from trendconv.parse.reuse import OK, remove_orphans, status_of
+from trendconv.parse.tasks import ParseTask, parse_chunk, source_stats
+from trendconv.summaries import ParseSummary
+
+CHUNK_BYTES, CHUNK_TASKS = 2 * 1024 * 1024, 64
+
+
+def plan(data: Path, work: Path, options: ParseOptions, fmt: Format) -> tuple[Scanned, list[ParseTask]]:
+    """Scan DATA for FMT's units: one task each, in processing order."""
+    scanned = fmt.scan(data)
+    part = workdir.part(work, fmt)
+    return scanned, [ParseTask(unit, options, part, fmt) for unit in scanned.units]
+
+
+def run_parse(
+    data: Path,
+    work: Path,
+    options: ParseOptions,
+    fmt: Format,
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    on_shard: Callable[[ParseTask, dict, bool], None] | None = None,
+    on_plan: Callable[[list[ParseTask]], None] | None = None,
+) -> ParseSummary:
+    """Parse FMT's data in DATA into WORK (which the caller holds locked).
+
+    `on_plan(tasks)` is called once the scan is done, `on_shard(task, meta, reused)` as each shard is
+    ready (reused shards first, then parsed ones as workers finish them).
+    """
+    started = time.perf_counter()
+    scanned, tasks = plan(data, work, options, fmt)
+    part = workdir.part(work, fmt)
+    summary = ParseSummary(fmt.name, files=len(tasks), warnings=list(scanned.warnings), shard_dir=part / "shards")
+    summary.skipped_files = scanned.skipped_files
+    summary.scan_seconds = time.perf_counter() - started
+    if on_plan:
+        on_plan(tasks)
+    workdir.move_old_part(work, fmt)
+    start_parse(data, part, options, fmt)
+    summary.removed_orphans = remove_orphans(part, tasks)
+    todo = []
+    for task in tasks:
+        status, meta = status_of(task)
+        if status == OK:
+            _count(summary, meta, reused=True)
+            if on_shard:
+                on_shard(task, meta, True)
+        else:
+            todo.append(task)
+    executor = executor or local_executor(_workers_for(workers, len(todo)))
+    for task, meta in _results(executor, todo):
+        _count(summary, meta, reused=False)
+        if on_shard:
+            on_shard(task, meta, False)
+    write_manifest(part, options, tasks, fmt)
+    return summary
+
+
+def _workers_for(workers: int | None, todo: int) -> int:
+    return workers if workers is not None else default_workers(todo)
+
+
+def _results(executor: Executor, todo: list[ParseTask]) -> Iterator[tuple[ParseTask, dict]]:
+    # In-process there is no transfer to save, and one task at a time lets `run` load while parsing.
+    most = 1 if isinstance(executor, InlineExecutor) else CHUNK_TASKS
+    outcomes = executor.imap_unordered(parse_chunk, list(chunks(todo, most)))
+    try:
+        for outcome in outcomes:
+            if outcome.error is not None:
+                raise _task_failure(outcome.task[0], outcome.error)
+            for task, meta, error in outcome.value:
+                if error is not None:
+                    raise _task_failure(task, error)
+                yield task, meta
+    finally:
+        outcomes.close()
+
+
+def chunks(tasks: list[ParseTask], most: int = CHUNK_TASKS) -> Iterator[tuple[ParseTask, ...]]:
+    """Tasks in groups of about CHUNK_BYTES of input (at most MOST tasks): small monitor CSV files then
+    travel to a worker many at a time, while a dump file set (megabytes) still goes alone."""
+    chunk: list[ParseTask] = []
+    size = 0
+    for task in tasks:
+        chunk.append(task)
+        size += sum(source["size"] or 0 for source in source_stats(task))
+        if size >= CHUNK_BYTES or len(chunk) >= most:
+            yield tuple(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield tuple(chunk)
+
+
+def _task_failure(task: ParseTask, error: BaseException) -> TrendconvError:
+    """What a failed task means: its own error (a TrendconvError, made in the worker: see parse_chunk), or else
+    a failure of the workers themselves (a pool that broke, a result that could not travel), which is no
+    task's fault: it does not name TASK's files."""
+    if isinstance(error, TrendconvError):
+        return error
+    return internal_error(error, "running the parse workers")
+
+
+def _count(summary: ParseSummary, meta: dict, *, reused: bool) -> None:
+    if reused:
+        summary.reused += 1
+    else:
+        summary.parsed += 1
+    summary.rows += meta["rows"]
+    summary.skipped.update(meta["skipped"])
