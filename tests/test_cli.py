@@ -13,7 +13,7 @@ from trendconv import __version__, api, native
 from trendconv.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db"]
+COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db", "check"]
 
 
 def test_version():

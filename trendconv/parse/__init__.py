@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trendconv import __version__, shards, workdir
 from trendconv.dump.parse import ParseOptions
-from trendconv.errors import DataError, TrendconvError
+from trendconv.errors import DataError, TrendconvError, make_directory
 from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
 from trendconv.faults import fault_point
 from trendconv.parse.formats import DUMP, FORMATS, Scanned
@@ -262,7 +262,7 @@ def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask], in
 
 def _start_work(data: Path, work: Path, options: ParseOptions, input_format: str) -> None:
     """Forget the old manifest (the shard set is about to change) and say what this parse does."""
-    work.mkdir(parents=True, exist_ok=True)
+    make_directory(work)
     workdir.manifest_path(work).unlink(missing_ok=True)
     document = {"data": str(data.resolve()), "input_format": input_format, "options": options.describe()}
     workdir.write_json_atomic(workdir.work_json_path(work), document)

@@ -15,7 +15,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trendconv.errors import DataError
+from trendconv.errors import DataError, make_directory
 
 SHARD_FORMAT = 1
 META_KEY = b"trendconv"
@@ -90,7 +90,7 @@ def build_table(
 
 def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
     """Write to a temporary name in the same directory, then rename: readers never see half a shard."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(path.parent)
     table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
