@@ -426,8 +426,7 @@ def test_db_directory_that_is_a_file(a1_data, tmp_path):
     result = invoke("run", a1_data, "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {tmp_path / 'out' / '.trendconv'}: cannot use it as the WORK directory: Not a directory: "
-        f"{tmp_path / 'out' / '.trendconv'}\n",
+        f"error: {tmp_path / 'out' / '.trendconv'}: cannot use it as the WORK directory: Not a directory: {out}\n",
     )
     result = invoke("parse", a1_data, "--work", out)
     assert (result.exit_code, result.stderr) == (
@@ -668,16 +667,16 @@ def test_duplicates_across_insert_batches(tmp_path):
 
 
 def test_warning_over_the_plugin_size_limit(a1_data, tmp_path, monkeypatch):
-    import trendconv.load
+    import trendconv.check
 
-    monkeypatch.setattr(trendconv.load, "PLUGIN_SIZE_LIMIT", 1000)
+    monkeypatch.setattr(trendconv.check, "PLUGIN_SIZE_LIMIT", 1000)
     api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1)
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out", "--quiet")
     db = tmp_path / "out" / "dump_data.trend.db"
     assert result.exit_code == 0
     assert result.stderr == (
-        f"warning: {db}: {db.stat().st_size} bytes is over the Trend Analyzer's 5 GiB limit; "
-        "the plugin will refuse it\n"
+        f"warning: {db}: {db.stat().st_size} bytes, more than the Trend Analyzer's limit of 5 GiB (1000 bytes); "
+        "fix: convert fewer steps or ranks into one database\n"
     )
 
 

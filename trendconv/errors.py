@@ -121,9 +121,23 @@ def os_reason(exc: OSError) -> str:
     return f"{reason}: {exc.filename}" if exc.filename else reason
 
 
+# What trendconv creates directories with: mkdir masks it with the umask, so they are never group- or
+# other-writable, which the Trend Analyzer refuses in a log directory (docs/user-guide.md#checking-an-output).
+DIRECTORY_MODE = 0o755
+
+
 def make_directory(path: Path) -> None:
-    """`mkdir -p PATH`, except that a file at PATH is ENOTDIR: mkdir's own EEXIST ("File exists") reads in
-    `os_reason`'s words as if the directory were there and fine."""
+    """`mkdir -p PATH`, each directory it creates with DIRECTORY_MODE; existing ones are left as they are.
+    A file at PATH is ENOTDIR: mkdir's own EEXIST ("File exists") reads in `os_reason`'s words as if the
+    directory were there and fine."""
     if path.is_file():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
-    path.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        return
+    if path.parent != path:
+        make_directory(path.parent)
+    try:
+        os.mkdir(path, DIRECTORY_MODE)
+    except FileExistsError:
+        if not path.is_dir():  # a concurrent mkdir is fine; anything else at PATH is not
+            raise

@@ -216,6 +216,7 @@ def load(
                 work, db, index=not no_index, input_format=fmt, on_shard=progress.shard, on_plan=progress.plan
             )
         report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
+    _warn_if_refused(db)
 
 
 @app.command()
@@ -284,6 +285,34 @@ def _run(data, db, options, input_format, *, work, workers, index, quiet, execut
             )
         warnings = summary.parse.warnings + summary.load.warnings
         report.finish(report.print_run_summary, summary, warnings, quiet=quiet)
+    _warn_if_refused(db)
+
+
+def _warn_if_refused(db: Path) -> None:
+    """Whatever in DB the Trend Analyzer would refuse (an old group-writable directory, another user's file)."""
+    from trendconv import check as checks
+
+    report.print_warnings([str(problem) for problem in checks.check_directory(db).problems])
+
+
+@app.command()
+@_handles_errors
+def check(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A TensorBoard log directory (a --db directory).")],
+) -> None:
+    """Run the Trend Analyzer's own checks on DIR and every *.trend.db in it; exit 1 if it would refuse any.
+
+    Checks path length, symbolic links, owner, write bits, size, the tables and columns the plugin reads, the
+    global_stats row and its stat names; says which database the plugin opens first.
+
+    Example: trendconv check ./out
+    """
+    from trendconv import check as checks
+
+    found = checks.check_directory(directory)
+    typer.echo(found.format())
+    if found.problems:
+        raise typer.Exit(int(ExitStatus.DATA_ERROR))
 
 
 @app.command()

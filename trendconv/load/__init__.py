@@ -29,7 +29,6 @@ from trendconv.faults import fault_point
 from trendconv.load import connection, schema
 from trendconv.tags import tags_of
 
-PLUGIN_SIZE_LIMIT = 5 * 1024**3
 # Trend rows per INSERT statement, at most: with 8 to 18 columns this stays under SQLite's oldest limit of
 # 999 parameters per statement.
 _BATCH_ROWS = 64
@@ -646,10 +645,6 @@ def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
     _fsync(final.parent)
     summary.db = final
     summary.size = final.stat().st_size
-    if summary.size > PLUGIN_SIZE_LIMIT:
-        summary.warnings.append(
-            f"{final}: {summary.size} bytes is over the Trend Analyzer's 5 GiB limit; the plugin will refuse it"
-        )
     return summary
 
 

@@ -15,7 +15,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trendconv.errors import DataError, cannot_write
+from trendconv.errors import DataError, cannot_write, make_directory
 
 # 2: local_micro_step is int64 (construct.json micro steps reach 3000000000 and beyond).
 SHARD_FORMAT = 2
@@ -100,7 +100,7 @@ def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
 
 
 def _write_shard(path: Path, table: pa.Table, meta: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(path.parent)
     table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
