@@ -14,7 +14,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from trendconv import __version__
+from trendconv import __version__, interrupt
 from trendconv.cli import report
 from trendconv.errors import DataError, ExitStatus, TrendconvError
 from trendconv.executors import MAX_WORKERS, prestart
@@ -105,19 +105,26 @@ NoIndex = Annotated[
 
 
 def _handles_errors(command):
-    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C into 130."""
+    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C (or SIGTERM, SIGHUP) into
+    130, whatever error the interruption caused (see trendconv.interrupt)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            with interrupt.armed():
+                return command(*args, **kwargs)
         except TrendconvError as exc:
-            report.print_warnings(exc.warnings)
-            report.print_error(str(exc))
-            raise typer.Exit(int(exc.exit_status)) from None
+            if not interrupt.received():
+                report.print_warnings(exc.warnings)
+                report.print_error(str(exc))
+                raise typer.Exit(int(exc.exit_status)) from None
         except KeyboardInterrupt:
-            report.print_error("interrupted")
-            raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
+            pass
+        except BaseException:
+            if not interrupt.received():
+                raise
+        report.print_error("interrupted")
+        raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
 
     return wrapper
 

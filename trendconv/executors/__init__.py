@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -64,6 +65,15 @@ def prestart(workers: int | None) -> None:
     if (workers or os.cpu_count() or 1) > 1:
         _forkserver_context()
         multiprocessing.forkserver.ensure_running()
+
+
+def stop_forkserver() -> None:
+    """Stop the forkserver, if this process started one; only once no pool runs. multiprocessing keeps it for
+    the life of the interpreter, and after that it takes up to its own start-up time to notice."""
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_pid is not None:
+        os.kill(server._forkserver_pid, signal.SIGKILL)  # idle, or still importing: nothing to finish
+        server._stop()  # closes its pipe, waits for it, removes its socket
 
 
 class ProcessExecutor:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trendconv import shards
+from trendconv import interrupt, shards
 from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, OutputError, make_directory, os_reason
 from trendconv.faults import fault_point
@@ -462,6 +462,7 @@ def complete_build(
     conn.close()
     seconds["index"] = time.perf_counter() - indexed
     fault_point("load-before-rename")
+    interrupt.check()
     publish(tmp, final, summary)
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
     return summary
@@ -473,6 +474,7 @@ def abandon(conn: connection.Connection, tmp: Path) -> None:
         conn.close()
     finally:
         tmp.unlink(missing_ok=True)
+        interrupt.finished(tmp)
 
 
 def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
@@ -505,7 +507,7 @@ def prepare_build(out_dir: Path, db_name: str) -> Path:
     """The private temporary path a database is built at, after removing those of killed loads."""
     make_directory(out_dir)
     _remove_dead_temporaries(out_dir, db_name)
-    return out_dir / f".{db_name}.{os.getpid()}.tmp"
+    return interrupt.unfinished(out_dir / f".{db_name}.{os.getpid()}.tmp")
 
 
 def open_build(path: Path) -> connection.Connection:
@@ -546,6 +548,7 @@ def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
     """Move the finished build into place atomically and durably."""
     _fsync(tmp)
     os.replace(tmp, final)
+    interrupt.finished(tmp)
     _fsync(final.parent)
     summary.db = final
     summary.size = final.stat().st_size
