@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from trendconv import interrupt, shards
 from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, OutputError, make_directory, os_reason
+from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.load import connection, schema
 from trendconv.tags import tags_of
@@ -571,15 +572,5 @@ def _remove_dead_temporaries(out_dir: Path, db_name: str) -> None:
     """Temporary builds of killed loads: `.<db>.<pid>.tmp` whose process is gone."""
     for path in out_dir.glob(f".{db_name}.*.tmp"):
         pid = path.name.rsplit(".", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
