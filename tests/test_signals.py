@@ -250,3 +250,27 @@ def test_a_deferred_step_is_finished_before_the_interruption(handlers):
             interrupt._handle(signal.SIGINT, None)
             done.append("step")
     assert done == ["step"]
+
+
+# A KeyboardInterrupt caught after it ended code run from a string, as when one comes while an import makes a
+# dataclass: CPython then makes `python -m` die of SIGINT at exit, whatever the exit status was to be.
+_CAUGHT_IN_A_STRING = """
+import sys
+from trendconv import __main__, cli
+
+def command_line():
+    try:
+        exec("raise KeyboardInterrupt")
+    except KeyboardInterrupt:
+        pass
+    sys.exit(3)
+
+cli.main = command_line
+__main__.main()
+"""
+
+
+def test_the_exit_status_survives_a_keyboard_interrupt_caught_in_a_string(tmp_path):
+    (tmp_path / "caught.py").write_text(_CAUGHT_IN_A_STRING)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    assert subprocess.run([sys.executable, "-m", "caught"], env=env, timeout=WAIT).returncode == 3

@@ -5,12 +5,14 @@ from __future__ import annotations
 import sys
 
 from trendconv import interrupt
-from trendconv.errors import ExitStatus
-from trendconv.faults import fault_point
 
 
 def main() -> None:
     interrupt.install()
+    # imported once the signals are routed, as is everything else
+    from trendconv.errors import ExitStatus
+    from trendconv.faults import fault_point
+
     fault_point("start")
     try:
         from trendconv import cli
@@ -25,6 +27,10 @@ def main() -> None:
     if interrupt.received() and status != ExitStatus.INTERRUPTED:
         cli.report.print_error("interrupted")
         status = ExitStatus.INTERRUPTED
+    # A KeyboardInterrupt that ended code run from a string (a dataclass being made during an import, say) leaves a
+    # mark in CPython, caught or not, that makes `python -m` die of SIGINT at exit instead of exiting with STATUS;
+    # running a string clears it.
+    exec("")
     sys.exit(status)
 
 

@@ -14,9 +14,12 @@ Worker processes leave these signals to the main process (trendconv.executors).
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported by the command before anything else: only what routing the signals needs
+    from collections.abc import Iterator
+    from pathlib import Path
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
