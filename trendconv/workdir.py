@@ -45,8 +45,9 @@ def write_json_atomic(path: Path, document: dict) -> None:
         tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)  # also when interrupted
 
 
 def read_json_document(path: Path, what: str) -> dict:

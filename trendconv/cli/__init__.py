@@ -15,7 +15,7 @@ import orjson
 import typer
 from typer.exceptions import TyperException
 
-from trendconv import __version__
+from trendconv import __version__, interrupt
 from trendconv.cli import report
 from trendconv.errors import DataError, ExitStatus, InternalError, TrendconvError, internal_error
 from trendconv.executors import MAX_WORKERS, prestart
@@ -106,28 +106,40 @@ NoIndex = Annotated[
 
 
 def _handles_errors(command):
-    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C into 130."""
+    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C (or SIGTERM, SIGHUP) into
+    130, whatever error the interruption caused (see trendconv.interrupt)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            try:
-                return command(*args, **kwargs)
-            except (TrendconvError, typer.Exit, typer.Abort, TyperException):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a bug: one line that says so, the traceback with --debug
-                raise internal_error(exc, f"running `trendconv {command.__name__}`") from None
+            with interrupt.armed():
+                return _call(command, args, kwargs)
         except TrendconvError as exc:
-            report.print_warnings(exc.warnings)
-            if isinstance(exc, InternalError) and report.debugging():
-                typer.echo(exc.detail, err=True, nl=False)
-            report.print_error(str(exc))
-            raise typer.Exit(int(exc.exit_status)) from None
+            if not interrupt.received():
+                report.print_warnings(exc.warnings)
+                if isinstance(exc, InternalError) and report.debugging():
+                    typer.echo(exc.detail, err=True, nl=False)
+                report.print_error(str(exc))
+                raise typer.Exit(int(exc.exit_status)) from None
         except KeyboardInterrupt:
-            report.print_error("interrupted")
-            raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
+            pass
+        except BaseException:
+            if not interrupt.received():
+                raise
+        report.print_error("interrupted")
+        raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
 
     return wrapper
+
+
+def _call(command, args, kwargs):
+    """COMMAND's own result; an unexpected exception is a bug of ours, worded as one (InternalError)."""
+    try:
+        return command(*args, **kwargs)
+    except (TrendconvError, typer.Exit, typer.Abort, TyperException):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug: one line that says so, the traceback with --debug
+        raise internal_error(exc, f"running `trendconv {command.__name__}`") from None
 
 
 def _version(value: bool) -> None:

@@ -22,9 +22,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trendconv import int64, shards
+from trendconv import int64, interrupt, shards
 from trendconv.dump.parse import options_text
 from trendconv.errors import DataError, OutputError, make_directory, os_reason
+from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.load import connection, schema
 from trendconv.tags import tags_of
@@ -558,6 +559,7 @@ def complete_build(
     conn.close()
     seconds["index"] = time.perf_counter() - indexed
     fault_point("load-before-rename")
+    interrupt.check()
     publish(tmp, final, summary)
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
     return summary
@@ -569,6 +571,7 @@ def abandon(conn: connection.Connection, tmp: Path) -> None:
         conn.close()
     finally:
         tmp.unlink(missing_ok=True)
+        interrupt.finished(tmp)
 
 
 def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
@@ -601,7 +604,7 @@ def prepare_build(out_dir: Path, db_name: str) -> Path:
     """The private temporary path a database is built at, after removing those of killed loads."""
     make_directory(out_dir)
     _remove_dead_temporaries(out_dir, db_name)
-    return out_dir / f".{db_name}.{os.getpid()}.tmp"
+    return interrupt.unfinished(out_dir / f".{db_name}.{os.getpid()}.tmp")
 
 
 def open_build(path: Path) -> connection.Connection:
@@ -642,6 +645,7 @@ def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
     """Move the finished build into place atomically and durably."""
     _fsync(tmp)
     os.replace(tmp, final)
+    interrupt.finished(tmp)
     _fsync(final.parent)
     summary.db = final
     summary.size = final.stat().st_size
@@ -660,15 +664,5 @@ def _remove_dead_temporaries(out_dir: Path, db_name: str) -> None:
     """Temporary builds of killed loads: `.<db>.<pid>.tmp` whose process is gone."""
     for path in out_dir.glob(f".{db_name}.*.tmp"):
         pid = path.name.rsplit(".", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -8,6 +8,7 @@ it stopped. A manifest written last (`WORK/manifest.json`) says the set of shard
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections import Counter
@@ -170,10 +171,12 @@ def run_parse(
         else:
             todo.append(task)
     executor = executor or local_executor(_workers_for(workers, len(todo)))
-    for task, meta in _results(executor, todo):
-        _count(summary, meta, reused=False)
-        if on_shard:
-            on_shard(task, meta, False)
+    # closed at once on any failure, so that the workers stop now rather than when the exception is gone
+    with contextlib.closing(_results(executor, todo)) as results:
+        for task, meta in results:
+            _count(summary, meta, reused=False)
+            if on_shard:
+                on_shard(task, meta, False)
     write_manifest(work, options, tasks, input_format)
     return summary
 
