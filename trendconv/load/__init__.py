@@ -252,7 +252,8 @@ class _Writer:
 
 
 class TrendDbBuilder:
-    """Feed shards in (step, rank) order with `add`, then `finish` to get the database in place."""
+    """Feed shards in (step, rank) order with `add`, then `seal` to complete the database and `publish` to move
+    it into place (or `abort`)."""
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
@@ -337,8 +338,8 @@ class TrendDbBuilder:
         return table["step"]
 
     @writes_db
-    def finish(self) -> LoadSummary:
-        """Write targets, global_stats and tags, build indexes, then move the file into place."""
+    def seal(self) -> None:
+        """Write targets, global_stats and tags and build the indexes: the database is complete at `tmp`."""
         if self._first is None:
             raise DataError("no shards to load")
         started = time.perf_counter()
@@ -350,9 +351,11 @@ class TrendDbBuilder:
         self._conn.execute(schema.INSERT_GLOBAL_STATS, self._global_stats())
         self._write_tags()
         stat1 = self._prefixes.stat1_rows(self.summary.rows, self._ids.metric_targets) if self.summary.rows else None
-        return complete_build(
-            self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index, trend_stat1=stat1
-        )
+        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index, trend_stat1=stat1)
+
+    @writes_db
+    def publish(self) -> LoadSummary:
+        return publish(self.tmp, self.final, self.summary, self.seconds)
 
     def _write_targets(self) -> None:
         targets = ((tid, name, 0, index) for (name, index), tid in self._ids.targets.items())
@@ -376,23 +379,35 @@ class TrendDbBuilder:
         abandon(self._conn, self.tmp)
 
 
-def load_shards(
+def stage_shards(
     shard_list: Iterable[shards.Shard],
     out_dir: Path,
     *,
     index: bool = True,
     on_shard: Callable[[shards.Shard], None] | None = None,
-) -> LoadSummary:
+) -> TrendDbBuilder:
+    """The database of SHARD_LIST, complete at its temporary path: `publish` moves it into place, `abort` drops it."""
     builder = TrendDbBuilder(out_dir, index=index)
     try:
         for shard in shard_list:
             builder.add(shard)
             if on_shard:
                 on_shard(shard)
-        return builder.finish()
+        builder.seal()
     except BaseException:
         builder.abort()
         raise
+    return builder
+
+
+def publish_all(builders: list) -> None:
+    """Move sealed builds into place, one right after another. A directory where a database goes is the one
+    failure to expect here: it is looked for first, so that it stops them all."""
+    for builder in builders:
+        if builder.final.is_dir():
+            raise OutputError(f"{builder.final}: cannot write the database: it is a directory")
+    for builder in builders:
+        builder.publish()
 
 
 def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Array:
@@ -445,26 +460,22 @@ def write_tags(conn: connection.Connection, by_metric: dict, names: dict[int, st
 def complete_build(
     conn: connection.Connection,
     tmp: Path,
-    final: Path,
-    summary: LoadSummary,
     seconds: dict,
     started: float,
     *,
     index: bool,
     trend_stat1: list[tuple[str, str, str]] | None = None,
-) -> LoadSummary:
-    """Commit, build the read indexes, then move the build into place; SECONDS gets `index` and `finish`
-    (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
+) -> None:
+    """Commit, build the read indexes, close and sync: the database is complete at TMP, for `publish`. SECONDS
+    gets `index` and `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
     conn.commit()
     indexed = time.perf_counter()
     if index:
         build_indexes(conn, trend_stat1)
     conn.close()
     seconds["index"] = time.perf_counter() - indexed
-    fault_point("load-before-rename")
-    publish(tmp, final, summary)
+    _fsync(tmp)  # here, not in `publish`: the databases of several formats are then renamed in one short moment
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
-    return summary
 
 
 def abandon(conn: connection.Connection, tmp: Path) -> None:
@@ -542,9 +553,10 @@ def build_indexes(conn: connection.Connection, trend_stat1: list[tuple[str, str,
     conn.commit()
 
 
-def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
-    """Move the finished build into place atomically and durably."""
-    _fsync(tmp)
+def publish(tmp: Path, final: Path, summary: LoadSummary, seconds: dict) -> LoadSummary:
+    """Move a complete build into place atomically and durably."""
+    started = time.perf_counter()
+    fault_point("load-before-rename")
     os.replace(tmp, final)
     _fsync(final.parent)
     summary.db = final
@@ -553,6 +565,7 @@ def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
         summary.warnings.append(
             f"{final}: {summary.size} bytes is over the Trend Analyzer's 5 GiB limit; the plugin will refuse it"
         )
+    seconds["finish"] += time.perf_counter() - started
     return summary
 
 

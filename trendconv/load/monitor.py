@@ -27,6 +27,7 @@ from trendconv.load import (
     insert_trend,
     open_build,
     prepare_build,
+    publish,
     schema,
     write_tags,
     writes_db,
@@ -120,7 +121,8 @@ def _plan_steps(plan: MonitorPlan, metas: list[dict]) -> None:
 
 
 class MonitorDbBuilder:
-    """`plan` with every shard's footer, `add` the shards in processing order, then `finish`."""
+    """`plan` with every shard's footer, `add` the shards in processing order, then `seal` and `publish` (or
+    `abort`)."""
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
@@ -238,7 +240,8 @@ class MonitorDbBuilder:
         return target_id
 
     @writes_db
-    def finish(self) -> LoadSummary:
+    def seal(self) -> None:
+        """Write targets and tags and build the indexes: the database is complete at `tmp`."""
         if self._plan is None:
             raise DataError("no monitor shards to load")
         started = time.perf_counter()
@@ -247,7 +250,11 @@ class MonitorDbBuilder:
         self._conn.executemany(schema.INSERT_TARGET, targets)
         self.summary.targets = len(targets)
         self._write_tags({tid: name for tid, name, _, _ in targets})
-        return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
+        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index)
+
+    @writes_db
+    def publish(self) -> LoadSummary:
+        return publish(self.tmp, self.final, self.summary, self.seconds)
 
     def _write_tags(self, names: dict[int, str]) -> None:
         """§9: tags per metric, in the order the metric's targets were first used."""
@@ -263,12 +270,16 @@ def _split_key(key: str) -> tuple[str, int, int]:
     return name, int(vpp_stage), int(micro_step)
 
 
-def load_monitor_shards(shard_list: list[shards.Shard], out_dir: Path, *, index: bool = True, on_shard=None):
+def stage_monitor_shards(
+    shard_list: list[shards.Shard], out_dir: Path, *, index: bool = True, on_shard=None
+) -> MonitorDbBuilder:
+    """The database of SHARD_LIST, complete at its temporary path: `publish` moves it into place, `abort` drops it."""
     builder = MonitorDbBuilder(out_dir, index=index)
     try:
         builder.plan([shard.meta for shard in shard_list])
         builder.add_all(shard_list, on_shard)
-        return builder.finish()
+        builder.seal()
     except BaseException:
         builder.abort()
         raise
+    return builder
