@@ -567,7 +567,7 @@ def test_other_shard_format_is_refused(a1_data, tmp_path):
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {path}: shard format 99, this trendconv reads format 1; re-run parse\n",
+        f"error: {path}: shard format 99, this trendconv reads format 1; run `trendconv parse` again\n",
     )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trendconv import shards, workdir
+from trendconv import schemas, shards, workdir
 from trendconv.dump.parse import ParseOptions
 from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.executors import Executor, default_workers, prestart
@@ -97,7 +97,7 @@ def formats_in_work(work: Path) -> list[str]:
     """The formats whose last parse into WORK finished (each has its manifest)."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    found = [fmt.name for fmt in FORMATS.values() if workdir.manifest_path(fmt.work_dir(work)).is_file()]
+    found = [fmt.name for fmt in FORMATS.values() if workdir.manifest_path(fmt.work_dir(work)).exists()]
     return found or [DUMP]  # reading the dump manifest then says what is missing
 
 
@@ -131,26 +131,22 @@ def forget_other_formats(work: Path, formats: list[str]) -> None:
     with workdir.locked(work):
         for fmt in FORMATS.values():
             if fmt.name not in formats:
-                workdir.manifest_path(fmt.work_dir(work)).unlink(missing_ok=True)
+                workdir.forget_manifest(fmt.work_dir(work))
 
 
 def read_manifest_shards(work: Path, input_format: str = DUMP) -> list[shards.Shard]:
     """The complete shard set of WORK, in processing order, as the last finished parse left it."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    fmt = FORMATS[input_format]
-    work = fmt.work_dir(work)
-    path = workdir.manifest_path(work)
+    work = FORMATS[input_format].work_dir(work)
     unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
-    names = workdir.read_json_document(path, unfinished).get("shards")
-    if not isinstance(names, list):
-        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
+    document = workdir.read_json_document(workdir.manifest_path(work), unfinished, schemas.manifest(input_format))
+    directory = shards.shard_dir(work)
     found = []
-    for name in names:
-        shard_file = shards.shard_dir(work) / name
-        if not shard_file.is_file():
-            raise DataError(f"{shard_file}: shard missing; run `trendconv parse` again to rebuild it")
-        found.append(shards.Shard(shard_file, shards.read_meta(shard_file)))
+    for name in document["shards"]:
+        if not (directory / name).is_file():
+            raise DataError(f"{directory / name}: shard missing; run `trendconv parse` again to rebuild it")
+        found.append(shards.read_own(directory, name, input_format))
     return sorted(found, key=_shard_order)
 
 

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from trendconv import shards
 from trendconv.dump.parse import options_text
-from trendconv.errors import DataError, OutputError, make_directory, os_reason
+from trendconv.errors import DataError, OutputError, make_directory, os_reason, plural
 from trendconv.faults import fault_point
 from trendconv.load import connection, schema
 from trendconv.tags import tags_of
@@ -281,24 +281,36 @@ class TrendDbBuilder:
         self._step_micro_steps = max(self._step_micro_steps, shard.meta["micro_steps"])
         self._max_rank = max(self._max_rank, shard.rank)
         table = shards.read_rows(shard.path)
+        self._check_rows(shard, table)
         self._insert_rows(shard, table)
         self.summary.shards += 1
         fault_point("load-shard")
 
     def _check_consistent(self, shard: shards.Shard) -> None:
+        """Footers are checked as they are read (trendconv.schemas); here only that they agree with each other."""
         meta = shard.meta
-        if meta.get("shard_format") != shards.SHARD_FORMAT:
-            raise DataError(
-                f"{shard.path}: shard format {meta.get('shard_format')}, this trendconv reads format "
-                f"{shards.SHARD_FORMAT}; re-run parse"
-            )
         if self._first is None:
             self._first = meta
-        elif meta.get("options") != self._first.get("options"):
+        elif meta["options"] != self._first["options"]:
             raise DataError(
-                f"{shard.path}: parsed with {options_text(meta.get('options') or {})}, the other shards with "
-                f"{options_text(self._first.get('options') or {})}; re-run parse"
+                f"{shard.path}: parsed with {options_text(meta['options'])}, the other shards with "
+                f"{options_text(self._first['options'])}; re-run parse"
             )
+
+    def _check_rows(self, shard: shards.Shard, table: pa.Table) -> None:
+        """The step, rank and micro-step count of the rows are taken from the footer: they must describe them."""
+        if table.num_rows == 0:
+            return
+        meta = shard.meta
+        for column in ("step", "rank"):
+            low, high = (value.as_py() for value in pc.min_max(table[column]).values())
+            if not low == high == meta[column]:
+                raise rows_mismatch(shard.path, f"{column} {low}..{high} in the rows, {meta[column]} in the footer")
+        # A key that construct.json gives no micro step is in micro step 0, whatever the count says.
+        highest = pc.max(table["local_micro_step"]).as_py()
+        if self.micro_step_mode and highest > max(meta["micro_steps"] - 1, 0):
+            counted = plural(meta["micro_steps"], "micro step")
+            raise rows_mismatch(shard.path, f"micro step {highest} in the rows, {counted} in the footer")
 
     @property
     def micro_step_mode(self) -> bool:
@@ -408,6 +420,10 @@ def publish_all(builders: list) -> None:
             raise OutputError(f"{builder.final}: cannot write the database: it is a directory")
     for builder in builders:
         builder.publish()
+
+
+def rows_mismatch(path: Path, detail: str) -> DataError:
+    return DataError(f"{path}: the rows do not match the footer ({detail}); {shards.DELETE_AGAIN}")
 
 
 def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Array:

@@ -28,10 +28,13 @@ from trendconv.load import (
     open_build,
     prepare_build,
     publish,
+    rows_mismatch,
     schema,
     write_tags,
     writes_db,
 )
+from trendconv.monitor.parse import MonitorRows
+from trendconv.monitor.rules import INT64_MAX
 from trendconv.tags import monitor_tags_of
 
 _KEY_SEPARATOR = "\x1f"
@@ -77,10 +80,9 @@ def plan_monitor(metas: list[dict]) -> MonitorPlan:
 
 
 def _check_same_options(metas: list[dict]) -> None:
+    """Footers are checked as they are read (trendconv.schemas); here only that they agree with each other."""
     first = metas[0]
     for meta in metas:
-        if meta.get("shard_format") != shards.SHARD_FORMAT or meta.get("input_format") != "monitor":
-            raise DataError(f"{meta['run_dir']}/{meta['file']}: not a monitor shard of this trendconv; re-run parse")
         if meta["options"] != first["options"]:
             raise DataError(
                 f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "
@@ -106,15 +108,22 @@ def _rowless_metric_warnings(metas: list[dict], with_rows: Counter) -> list[str]
 
 def _plan_steps(plan: MonitorPlan, metas: list[dict]) -> None:
     counts: dict[int, int] = {}
+    widest: dict[int, dict] = {}  # per step, a file with its largest count, to name if the slots overflow
     for meta in metas:
         for step, count in meta["micro_steps_per_step"]:
-            counts[step] = max(counts.get(step, 0), count)
+            if count > counts.get(step, -1):
+                counts[step], widest[step] = count, meta
     steps = sorted(counts)
     if plan.micro_step:
         offset = 0
         for step in steps:
             plan.offsets[step] = offset
             offset += counts[step]
+            if offset > INT64_MAX + 1:  # the last slot, offset - 1, must still be a SQLite INTEGER
+                raise DataError(
+                    f"{widest[step]['run_dir']}/{widest[step]['file']}: step {step} has {counts[step]} micro steps; "
+                    f"with the steps before it the global step numbers pass {INT64_MAX}"
+                )
         plan.min_step, plan.max_step = 0, max(offset - 1, 0)
     else:
         plan.min_step, plan.max_step = (steps[0] if steps else 0), max([0, *steps])
@@ -168,7 +177,9 @@ class MonitorDbBuilder:
         meta = shard.meta
         if not meta["rows"] or meta["metric"] not in self._metric_ids:
             return None
-        return shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]), use_threads=False)
+        table = shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]), use_threads=False)
+        _check_rows(shard, table)
+        return table
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -263,6 +274,22 @@ class MonitorDbBuilder:
 
     def abort(self) -> None:
         abandon(self._conn, self.tmp)
+
+
+def _check_rows(shard: shards.Shard, table: pa.Table) -> None:
+    """The rank, the metric and the step slots come from the footer: it must describe the rows, and its micro-step
+    counts must be what the parse makes of them."""
+    meta = shard.meta
+    low, high = (value.as_py() for value in pc.min_max(table["rank"]).values())
+    if not low == high == meta["rank"]:
+        raise rows_mismatch(shard.path, f"rank {low}..{high} in the rows, {meta['rank']} in the footer")
+    metrics = table["metric"].combine_chunks().dictionary.to_pylist()
+    if metrics != [meta["metric"]]:
+        raise rows_mismatch(shard.path, f"metrics {metrics} in the rows, {meta['metric']!r} in the footer")
+    keys = {name: table[name] for name in ("target_name", "step", "micro_step")}
+    counts = MonitorRows(keys, meta["stats"], meta["has_micro_step"]).micro_steps_per_step()
+    if counts != meta["micro_steps_per_step"]:
+        raise rows_mismatch(shard.path, "their micro-step counts per step are not the footer's")
 
 
 def _split_key(key: str) -> tuple[str, int, int]:
