@@ -179,9 +179,12 @@ def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
     return _load_formats(work, out_dir, formats_in_work(work), **kwargs)
 
 
-def _load_formats(work: Path, out_dir: Path, formats: list[str], *, index: bool = True, on_plan=None, on_shard=None):
+def _load_formats(
+    work: Path, out_dir: Path, formats: list[str], *, index: bool = True, on_plan=None, on_shard=None
+) -> list[LoadSummary]:
+    """Load each of FORMATS, WORK locked once for all of them; every manifest is read before any build starts."""
     with workdir.locked(work):
-        shard_lists = [read_manifest_shards(work, fmt) for fmt in formats]  # every manifest before any build
+        shard_lists = [read_manifest_shards(work, fmt) for fmt in formats]
 
         def stage(fmt: str, shard_list: list[shards.Shard]) -> Callable[[], tuple]:
             def build():
@@ -209,7 +212,7 @@ def all_or_nothing(stages: list[tuple[str, Callable[[], tuple]]]) -> list:
     except BaseException as exc:
         for _, builder in staged:
             builder.abort()
-        if isinstance(exc, TrendconvError) and len(staged) < len(stages) > 1:
+        if isinstance(exc, TrendconvError) and staged and len(staged) < len(stages):
             _note_unreplaced(exc, staged, stages[len(staged)][0])
         raise
     return [summary for summary, _ in staged]
@@ -324,7 +327,17 @@ def run_all(
     return _run_formats(data, out_dir, options, formats, work, workers, executor, kwargs)
 
 
-def _run_formats(data, out_dir, options, formats, work, workers, executor, kwargs) -> list[RunSummary]:
+def _run_formats(
+    data: Path,
+    out_dir: Path,
+    options: ParseOptions,
+    formats: list[str],
+    work: Path | None,
+    workers: int | None,
+    executor: Executor | None,
+    kwargs: dict,
+) -> list[RunSummary]:
+    """Run each of FORMATS (KWARGS: `index` and the callbacks of `run`), WORK locked once for all of them."""
     work = work or default_work(out_dir)
     if executor is None:
         prestart(workers)

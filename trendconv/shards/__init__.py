@@ -2,7 +2,8 @@
 
 One shard per (step, rank) of dump data, `WORK/shards/step<S>_rank<R>.parquet`; one per monitor CSV file,
 `WORK/monitor/shards/<run directory>/<file>.parquet`. Its footer metadata (key
-`trendconv`) holds a JSON document describing where it came from; the rows carry no database ids.
+`trendconv`) holds a JSON document describing where it came from, checked by trendconv.schemas whenever it is
+read; the rows carry no database ids.
 """
 
 from __future__ import annotations
