@@ -431,7 +431,7 @@ def test_db_directory_that_is_a_file(a1_data, tmp_path):
     result = invoke("parse", a1_data, "--work", out)
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {out}: cannot use it as the WORK directory: Not a directory: {out}\n",
+        f"error: {out}: cannot use it as the WORK directory: Not a directory\n",
     )
 
 
@@ -589,7 +589,7 @@ def test_other_shard_format_is_refused(a1_data, tmp_path):
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {path}: shard format 99, this trendconv reads format 2; re-run parse\n",
+        f"error: {path}: shard format 99, this trendconv reads format 2; run `trendconv parse` again\n",
     )
 
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trendconv import shards, workdir
+from trendconv import schemas, shards, workdir
 from trendconv.dump.parse import ParseOptions
-from trendconv.errors import DataError, UsageError
+from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.executors import Executor, default_workers, prestart
 from trendconv.faults import fault_point
 from trendconv.jsonfile import read_python_json
-from trendconv.load import LoadSummary, TrendDbBuilder, load_shards
-from trendconv.load.monitor import MonitorDbBuilder, load_monitor_shards
+from trendconv.load import LoadSummary, TrendDbBuilder, publish_all, stage_shards
+from trendconv.load.monitor import MonitorDbBuilder, stage_monitor_shards
 from trendconv.parse import ParseSummary, ParseTask, run_parse
 from trendconv.parse.formats import DUMP, FORMATS, MONITOR
 from trendconv.scan import has_dump_data
@@ -96,7 +97,7 @@ def formats_in_work(work: Path) -> list[str]:
     """The formats whose last parse into WORK finished (each has its manifest)."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    found = [fmt.name for fmt in FORMATS.values() if workdir.manifest_path(fmt.work_dir(work)).is_file()]
+    found = [fmt.name for fmt in FORMATS.values() if workdir.manifest_path(fmt.work_dir(work)).exists()]
     return found or [DUMP]  # reading the dump manifest then says what is missing
 
 
@@ -130,26 +131,22 @@ def forget_other_formats(work: Path, formats: list[str]) -> None:
     with workdir.locked(work):
         for fmt in FORMATS.values():
             if fmt.name not in formats:
-                workdir.manifest_path(fmt.work_dir(work)).unlink(missing_ok=True)
+                workdir.forget_manifest(fmt.work_dir(work))
 
 
 def read_manifest_shards(work: Path, input_format: str = DUMP) -> list[shards.Shard]:
     """The complete shard set of WORK, in processing order, as the last finished parse left it."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    fmt = FORMATS[input_format]
-    work = fmt.work_dir(work)
-    path = workdir.manifest_path(work)
+    work = FORMATS[input_format].work_dir(work)
     unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
-    names = workdir.read_json_document(path, unfinished).get("shards")
-    if not isinstance(names, list):
-        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
+    document = workdir.read_json_document(workdir.manifest_path(work), unfinished, schemas.manifest(input_format))
+    directory = shards.shard_dir(work)
     found = []
-    for name in names:
-        shard_file = shards.shard_dir(work) / name
-        if not shard_file.is_file():
-            raise DataError(f"{shard_file}: shard missing; run `trendconv parse` again to rebuild it")
-        found.append(shards.Shard(shard_file, shards.read_meta(shard_file)))
+    for name in document["shards"]:
+        if not (directory / name).is_file():
+            raise DataError(f"{directory / name}: shard missing; run `trendconv parse` again to rebuild it")
+        found.append(shards.read_own(directory, name, input_format))
     return sorted(found, key=_shard_order)
 
 
@@ -174,17 +171,68 @@ def load(
     input_format: str = DUMP,
 ) -> LoadSummary:
     """Build OUT_DIR/dump_data.trend.db (or monitor_data.trend.db) from the shards of WORK alone."""
-    with workdir.locked(work):
-        shard_list = read_manifest_shards(work, input_format)
-        if on_plan:
-            on_plan(shard_list)
-        loader = load_monitor_shards if input_format == MONITOR else load_shards
-        return loader(shard_list, out_dir, index=index, on_shard=on_shard)
+    return _load_formats(work, out_dir, [input_format], index=index, on_plan=on_plan, on_shard=on_shard)[0]
 
 
 def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
-    """Load every format whose parse into WORK finished."""
-    return [load(work, out_dir, input_format=fmt, **kwargs) for fmt in formats_in_work(work)]
+    """Load every format whose parse into WORK finished: all their databases are replaced, or none."""
+    return _load_formats(work, out_dir, formats_in_work(work), **kwargs)
+
+
+def _load_formats(
+    work: Path, out_dir: Path, formats: list[str], *, index: bool = True, on_plan=None, on_shard=None
+) -> list[LoadSummary]:
+    """Load each of FORMATS, WORK locked once for all of them; every manifest is read before any build starts."""
+    with workdir.locked(work):
+        shard_lists = [read_manifest_shards(work, fmt) for fmt in formats]
+
+        def stage(fmt: str, shard_list: list[shards.Shard]) -> Callable[[], tuple]:
+            def build():
+                if on_plan:
+                    on_plan(shard_list)
+                builder = (stage_monitor_shards if fmt == MONITOR else stage_shards)(
+                    shard_list, out_dir, index=index, on_shard=on_shard
+                )
+                return builder.summary, builder
+
+            return build
+
+        return all_or_nothing([(fmt, stage(fmt, shard_list)) for fmt, shard_list in zip(formats, shard_lists)])
+
+
+def all_or_nothing(stages: list[tuple[str, Callable[[], tuple]]]) -> list:
+    """Run each (format, stage): a stage builds its database to a temporary file and returns (summary, builder).
+    Only when every stage succeeded are the databases moved into place, one right after another; a failure or an
+    interruption abandons every build, so that no database is replaced unless all are."""
+    staged: list[tuple] = []
+    try:
+        for _, stage in stages:
+            staged.append(stage())
+        publish_all([builder for _, builder in staged])
+    except BaseException as exc:
+        for _, builder in staged:
+            builder.abort()
+        if isinstance(exc, TrendconvError) and staged and len(staged) < len(stages):
+            _note_unreplaced(exc, staged, stages[len(staged)][0])
+        raise
+    return [summary for summary, _ in staged]
+
+
+def _note_unreplaced(exc: TrendconvError, staged: list[tuple], failed: str) -> None:
+    """The warnings of the formats built before the failure, and that their databases were left as they were."""
+    earlier = [warning for summary, _ in staged for warning in _warnings_of(summary)]
+    unreplaced = [
+        f"{builder.final}: {'left unchanged' if builder.final.exists() else 'not written'}: the {failed} data "
+        "failed, and the databases of all formats are replaced together or not at all"
+        for _, builder in staged
+    ]
+    exc.warnings = [*earlier, *exc.warnings, *unreplaced]
+
+
+def _warnings_of(summary) -> list[str]:
+    if isinstance(summary, RunSummary):
+        return summary.parse.warnings + summary.load.warnings
+    return summary.warnings
 
 
 @dataclass
@@ -228,7 +276,9 @@ class _InOrderLoader:
             self.on_loaded(shard)
 
     def finish(self) -> LoadSummary:
-        return self.builder.finish()
+        """Complete the database at its temporary path (see `all_or_nothing`)."""
+        self.builder.seal()
+        return self.builder.summary
 
 
 class _AfterParseLoader(_InOrderLoader):
@@ -244,7 +294,8 @@ class _AfterParseLoader(_InOrderLoader):
         self.builder.plan([shard.meta for shard in shard_list])
         self.builder.add_all(shard_list, self.on_loaded)
         self.seconds += time.perf_counter() - started
-        return self.builder.finish()
+        self.builder.seal()
+        return self.builder.summary
 
 
 def run(
@@ -262,32 +313,80 @@ def run(
     on_loaded: Callable[[shards.Shard], None] | None = None,
 ) -> RunSummary:
     """Parse and load at once: for dump data the loader takes each shard, in order, as soon as it is ready."""
+    rest = {"index": index, "on_plan": on_plan, "on_parsed": on_parsed, "on_loaded": on_loaded}
+    return _run_formats(data, out_dir, options, [input_format], work, workers, executor, rest)[0]
+
+
+def run_all(
+    data: Path, out_dir: Path, options: ParseOptions, *, input_format: str = AUTO, **kwargs
+) -> list[RunSummary]:
+    """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR: all of them
+    are replaced, or none (see `all_or_nothing`)."""
+    formats = formats_in_data(data, input_format)
+    work, workers, executor = kwargs.pop("work", None), kwargs.pop("workers", None), kwargs.pop("executor", None)
+    forget_other_formats(work or default_work(out_dir), formats)
+    return _run_formats(data, out_dir, options, formats, work, workers, executor, kwargs)
+
+
+def _run_formats(
+    data: Path,
+    out_dir: Path,
+    options: ParseOptions,
+    formats: list[str],
+    work: Path | None,
+    workers: int | None,
+    executor: Executor | None,
+    kwargs: dict,
+) -> list[RunSummary]:
+    """Run each of FORMATS (KWARGS: `index` and the callbacks of `run`), WORK locked once for all of them."""
     work = work or default_work(out_dir)
-    started = time.perf_counter()
     if executor is None:
         prestart(workers)
     with workdir.locked(work):
-        if input_format == MONITOR:
-            loader = _AfterParseLoader(MonitorDbBuilder(out_dir, index=index), on_loaded)
-        else:
-            loader = _InOrderLoader(TrendDbBuilder(out_dir, index=index), on_loaded)
-        try:
-            parsed = run_parse(
-                data,
-                work,
-                options,
-                workers=workers,
-                executor=executor,
-                input_format=input_format,
-                on_plan=_both(loader.plan, on_plan),
-                on_shard=_both(lambda task, meta, reused: loader.shard_ready(task, meta), on_parsed),
-            )
-            parse_done = time.perf_counter()
-            fault_point("run-between-stages")
-            loaded = loader.finish()
-        except BaseException:
-            loader.builder.abort()
-            raise
+        stages = [
+            (fmt, functools.partial(_stage_run, data, out_dir, options, work, workers, executor, fmt, **kwargs))
+            for fmt in formats
+        ]
+        return all_or_nothing(stages)
+
+
+def _stage_run(
+    data: Path,
+    out_dir: Path,
+    options: ParseOptions,
+    work: Path,
+    workers: int | None,
+    executor: Executor | None,
+    input_format: str,
+    *,
+    index: bool = True,
+    on_plan: Callable[[list[ParseTask]], None] | None = None,
+    on_parsed: Callable[[ParseTask, dict, bool], None] | None = None,
+    on_loaded: Callable[[shards.Shard], None] | None = None,
+) -> tuple[RunSummary, TrendDbBuilder | MonitorDbBuilder]:
+    """One format's parse and load, its database complete at its temporary path (WORK is locked)."""
+    started = time.perf_counter()
+    if input_format == MONITOR:
+        loader = _AfterParseLoader(MonitorDbBuilder(out_dir, index=index), on_loaded)
+    else:
+        loader = _InOrderLoader(TrendDbBuilder(out_dir, index=index), on_loaded)
+    try:
+        parsed = run_parse(
+            data,
+            work,
+            options,
+            workers=workers,
+            executor=executor,
+            input_format=input_format,
+            on_plan=_both(loader.plan, on_plan),
+            on_shard=_both(lambda task, meta, reused: loader.shard_ready(task, meta), on_parsed),
+        )
+        parse_done = time.perf_counter()
+        fault_point("run-between-stages")
+        loaded = loader.finish()
+    except BaseException:
+        loader.builder.abort()
+        raise
     finished = time.perf_counter()
     seconds = {
         "scan": parsed.scan_seconds,
@@ -296,16 +395,7 @@ def run(
         "index": loader.builder.seconds["index"],
         "total": finished - started,
     }
-    return RunSummary(parsed, loaded, work, seconds)
-
-
-def run_all(
-    data: Path, out_dir: Path, options: ParseOptions, *, input_format: str = AUTO, **kwargs
-) -> list[RunSummary]:
-    """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR."""
-    formats = formats_in_data(data, input_format)
-    forget_other_formats(kwargs.get("work") or default_work(out_dir), formats)
-    return [run(data, out_dir, options, input_format=fmt, **kwargs) for fmt in formats]
+    return RunSummary(parsed, loaded, work, seconds), loader.builder
 
 
 def _both(first: Callable, second: Callable | None) -> Callable:

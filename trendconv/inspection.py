@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from trendconv import shards, workdir
+from trendconv import schemas, shards, workdir
 from trendconv.dump.parse import ParseOptions, options_text
 from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.load.schema import METRICS, MONITOR_METRICS
@@ -22,10 +22,12 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
     """
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
-    started = [fmt for fmt in FORMATS if workdir.work_json_path(FORMATS[fmt].work_dir(work)).is_file()]
+    started = [fmt for fmt in FORMATS if workdir.work_json_path(FORMATS[fmt].work_dir(work)).exists()]
     input_format = input_format or (started[0] if started else DUMP)
     part = FORMATS[input_format].work_dir(work)
-    settings = workdir.read_json_document(workdir.work_json_path(part), f"no parse of {input_format} data was started")
+    settings = workdir.read_json_document(
+        workdir.work_json_path(part), f"no parse of {input_format} data was started", schemas.work_json(input_format)
+    )
     data = Path(settings["data"])
     entries, note = _entries(part, data, settings["options"], input_format)
     return {
@@ -34,32 +36,42 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
         "other_formats": [fmt for fmt in started if fmt != input_format],
         "data": str(data),
         "options": settings["options"],
-        "complete": workdir.manifest_path(part).is_file(),
+        "complete": _complete(part, input_format),
         "note": note,
         "shards": entries,
         "totals": _totals(entries, _METRICS[input_format]),
     }
 
 
+def _complete(part: Path, input_format: str) -> bool:
+    """Whether the last parse finished: its manifest is there, and is one `load` reads."""
+    try:
+        workdir.read_json_document(workdir.manifest_path(part), "", schemas.manifest(input_format))
+    except DataError:
+        return False
+    return True
+
+
 def _entries(part: Path, data: Path, options: dict, input_format: str) -> tuple[list[dict], str | None]:
     try:
         units = FORMATS[input_format].scan(data).units
     except TrendconvError as exc:
-        found = shards.list_shards(part, "**/*.parquet")
-        return [_entry_without_source(path, input_format) for path in found], f"sources not checked: {exc}"
+        found = shards.list_shards(part)
+        return [_entry_without_source(part, path, input_format) for path in found], f"sources not checked: {exc}"
     return [_entry(part, unit, options, input_format) for unit in units], None
 
 
 def _entry(part: Path, unit, options: dict, input_format: str) -> dict:
-    task = ParseTask(unit, ParseOptions(micro_step=bool(options.get("micro_step"))), part, input_format)
+    task = ParseTask(unit, ParseOptions(micro_step=options["micro_step"]), part, input_format)
     status, meta = status_of(task, options)
     place = {"file": unit.relative} if input_format == MONITOR else {"step": unit.step}
     return _describe({**place, "rank": unit.rank}, task.shard_path, status, meta, input_format)
 
 
-def _entry_without_source(path: Path, input_format: str) -> dict:
+def _entry_without_source(part: Path, path: Path, input_format: str) -> dict:
+    directory = shards.shard_dir(part)
     try:
-        meta = shards.read_meta(path)
+        meta = shards.read_own(directory, path.relative_to(directory).as_posix(), input_format).meta
     except DataError:
         place = {"file": None} if input_format == MONITOR else {"step": None}
         return _describe({**place, "rank": None}, path, CORRUPT, None, input_format)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import orjson
 
+from trendconv import schemas
 from trendconv.errors import DataError, OutputError, UsageError, make_directory, os_reason
 
 LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
@@ -23,11 +24,11 @@ LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
 @contextmanager
 def locked(work: Path):
     """Exclusive use of WORK; a second process fails at once instead of mixing shards."""
+    make_work_dir(work)
     try:
-        make_directory(work)
         fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc)}") from None
+        raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc, work)}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -36,6 +37,23 @@ def locked(work: Path):
         yield
     finally:
         os.close(fd)
+
+
+def make_work_dir(work: Path) -> None:
+    """WORK (or a format's part of it), made if needed."""
+    try:
+        make_directory(work)
+    except OSError as exc:
+        raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc, work)}") from None
+
+
+def forget_manifest(work: Path) -> None:
+    """The shard set of WORK is about to change. A directory in the manifest's place is not trendconv's to delete."""
+    try:
+        manifest_path(work).unlink(missing_ok=True)
+    except OSError as exc:
+        path = manifest_path(work)
+        raise OutputError(f"{path}: cannot remove the old manifest: {os_reason(exc, path)}") from None
 
 
 def write_json_atomic(path: Path, document: dict) -> None:
@@ -50,15 +68,21 @@ def write_json_atomic(path: Path, document: dict) -> None:
         tmp.unlink(missing_ok=True)  # also when interrupted
 
 
-def read_json_document(path: Path, what: str) -> dict:
-    if not path.is_file():
+def read_json_document(path: Path, what: str, schema: schemas.Check) -> dict:
+    """WORK's JSON document at PATH, once SCHEMA found it to be what trendconv writes there; WHAT says what its
+    absence means."""
+    if not path.exists():
         raise DataError(f"{path}: not found: {what}")
+    if not path.is_file():
+        raise DataError(f"{path}: not a file; {schemas.AGAIN}")
     try:
         document = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
-        document = None
-    if not isinstance(document, dict):
-        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
+    except (OSError, orjson.JSONDecodeError):
+        raise DataError(f"{path}: unreadable; {schemas.AGAIN}") from None
+    try:
+        schema(document, "")
+    except schemas.Invalid as exc:
+        raise DataError(f"{path}: unexpected contents: {exc}; {schemas.AGAIN}") from None
     return document
 
 

@@ -222,11 +222,9 @@ def load(
     """
     from trendconv import api
 
-    for fmt in api.formats_in_work(work):
-        with report.LoadProgress(enabled=not quiet) as progress:
-            summary = api.load(
-                work, db, index=not no_index, input_format=fmt, on_shard=progress.shard, on_plan=progress.plan
-            )
+    with report.LoadProgress(enabled=not quiet) as progress:
+        summaries = api.load_all(work, db, index=not no_index, on_shard=progress.shard, on_plan=progress.plan)
+    for summary in summaries:
         report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
     _warn_if_refused(db)
 
@@ -278,23 +276,21 @@ def _prestart(executor: str, workers: int | None) -> None:
 def _run(data, db, options, input_format, *, work, workers, index, quiet, executor=None) -> None:
     from trendconv import api
 
-    formats = api.formats_in_data(data, input_format)
-    api.forget_other_formats(work or api.default_work(db), formats)
-    for fmt in formats:
-        with report.RunProgress(enabled=not quiet) as progress:
-            summary = api.run(
-                data,
-                db,
-                options,
-                work=work,
-                workers=workers,
-                executor=executor,
-                index=index,
-                input_format=fmt,
-                on_plan=progress.plan,
-                on_parsed=progress.parsed,
-                on_loaded=progress.loaded,
-            )
+    with report.RunProgress(enabled=not quiet) as progress:
+        summaries = api.run_all(
+            data,
+            db,
+            options,
+            input_format=input_format,
+            work=work,
+            workers=workers,
+            executor=executor,
+            index=index,
+            on_plan=progress.plan,
+            on_parsed=progress.parsed,
+            on_loaded=progress.loaded,
+        )
+    for summary in summaries:
         warnings = summary.parse.warnings + summary.load.warnings
         report.finish(report.print_run_summary, summary, warnings, quiet=quiet)
     _warn_if_refused(db)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from trendconv import int64, interrupt, shards
 from trendconv.dump.parse import options_text
-from trendconv.errors import DataError, OutputError, make_directory, os_reason
+from trendconv.errors import DataError, OutputError, make_directory, os_reason, plural
 from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.load import connection, schema
@@ -303,7 +303,8 @@ class _Writer:
 
 
 class TrendDbBuilder:
-    """Feed shards in (step, rank) order with `add`, then `finish` to get the database in place."""
+    """Feed shards in (step, rank) order with `add`, then `seal` to complete the database and `publish` to move
+    it into place (or `abort`)."""
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
@@ -334,24 +335,36 @@ class TrendDbBuilder:
         self._count_micro_steps(shard.meta)
         self._max_rank = max(self._max_rank, shard.rank)
         table = shards.read_rows(shard.path)
+        self._check_rows(shard, table)
         self._insert_rows(shard, table)
         self.summary.shards += 1
         fault_point("load-shard")
 
     def _check_consistent(self, shard: shards.Shard) -> None:
+        """Footers are checked as they are read (trendconv.schemas); here only that they agree with each other."""
         meta = shard.meta
-        if meta.get("shard_format") != shards.SHARD_FORMAT:
-            raise DataError(
-                f"{shard.path}: shard format {meta.get('shard_format')}, this trendconv reads format "
-                f"{shards.SHARD_FORMAT}; re-run parse"
-            )
         if self._first is None:
             self._first = meta
-        elif meta.get("options") != self._first.get("options"):
+        elif meta["options"] != self._first["options"]:
             raise DataError(
-                f"{shard.path}: parsed with {options_text(meta.get('options') or {})}, the other shards with "
-                f"{options_text(self._first.get('options') or {})}; re-run parse"
+                f"{shard.path}: parsed with {options_text(meta['options'])}, the other shards with "
+                f"{options_text(self._first['options'])}; re-run parse"
             )
+
+    def _check_rows(self, shard: shards.Shard, table: pa.Table) -> None:
+        """The step, rank and micro-step count of the rows are taken from the footer: they must describe them."""
+        if table.num_rows == 0:
+            return
+        meta = shard.meta
+        for column in ("step", "rank"):
+            low, high = (value.as_py() for value in pc.min_max(table[column]).values())
+            if not low == high == meta[column]:
+                raise rows_mismatch(shard.path, f"{column} {low}..{high} in the rows, {meta[column]} in the footer")
+        # A key that construct.json gives no micro step is in micro step 0, whatever the count says.
+        highest = pc.max(table["local_micro_step"]).as_py()
+        if self.micro_step_mode and highest > max(meta["micro_steps"] - 1, 0):
+            counted = plural(meta["micro_steps"], "micro step")
+            raise rows_mismatch(shard.path, f"micro step {highest} in the rows, {counted} in the footer")
 
     @property
     def micro_step_mode(self) -> bool:
@@ -406,8 +419,8 @@ class TrendDbBuilder:
         return _shifted(local, self._offset)
 
     @writes_db
-    def finish(self) -> LoadSummary:
-        """Write targets, global_stats and tags, build indexes, then move the file into place."""
+    def seal(self) -> None:
+        """Write targets, global_stats and tags and build the indexes: the database is complete at `tmp`."""
         if self._first is None:
             raise DataError("no shards to load")
         started = time.perf_counter()
@@ -420,9 +433,11 @@ class TrendDbBuilder:
         self._conn.execute(schema.INSERT_GLOBAL_STATS, self._global_stats())
         self._write_tags()
         stat1 = self._prefixes.stat1_rows(self.summary.rows, self._ids.metric_targets) if self.summary.rows else None
-        return complete_build(
-            self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index, trend_stat1=stat1
-        )
+        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index, trend_stat1=stat1)
+
+    @writes_db
+    def publish(self) -> LoadSummary:
+        return publish(self.tmp, self.final, self.summary, self.seconds)
 
     def _write_targets(self) -> None:
         """In id order; then the sequence as msprobe leaves it, past the last id when its last inserts were
@@ -472,23 +487,42 @@ def _shifted(values: pa.Array, offset: int) -> pa.Array:
     return values
 
 
-def load_shards(
+def stage_shards(
     shard_list: Iterable[shards.Shard],
     out_dir: Path,
     *,
     index: bool = True,
     on_shard: Callable[[shards.Shard], None] | None = None,
-) -> LoadSummary:
+) -> TrendDbBuilder:
+    """The database of SHARD_LIST, complete at its temporary path: `publish` moves it into place, `abort` drops it."""
     builder = TrendDbBuilder(out_dir, index=index)
     try:
         for shard in shard_list:
             builder.add(shard)
             if on_shard:
                 on_shard(shard)
-        return builder.finish()
+        builder.seal()
     except BaseException:
         builder.abort()
         raise
+    return builder
+
+
+def publish_all(builders: list) -> None:
+    """Move sealed builds into place, one right after another. A directory where a database goes is the one
+    failure to expect here: it is looked for first, so that it stops them all."""
+    for builder in builders:
+        if builder.final.is_dir():
+            raise OutputError(f"{builder.final}: cannot write the database: it is a directory")
+    fault_point("load-before-rename")
+    interrupt.check()  # the last moment a signal keeps every previous database
+    with interrupt.deferred():  # a signal now is one too late: all databases go in place, then exit 130
+        for builder in builders:
+            builder.publish()
+
+
+def rows_mismatch(path: Path, detail: str) -> DataError:
+    return DataError(f"{path}: the rows do not match the footer ({detail}); {shards.DELETE_AGAIN}")
 
 
 def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Array:
@@ -542,27 +576,22 @@ def write_tags(conn: connection.Connection, by_metric: dict, names: dict[int, st
 def complete_build(
     conn: connection.Connection,
     tmp: Path,
-    final: Path,
-    summary: LoadSummary,
     seconds: dict,
     started: float,
     *,
     index: bool,
     trend_stat1: list[tuple[str, str, str]] | None = None,
-) -> LoadSummary:
-    """Commit, build the read indexes, then move the build into place; SECONDS gets `index` and `finish`
-    (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
+) -> None:
+    """Commit, build the read indexes, close and sync: the database is complete at TMP, for `publish`. SECONDS
+    gets `index` and `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
     conn.commit()
     indexed = time.perf_counter()
     if index:
         build_indexes(conn, trend_stat1)
     conn.close()
     seconds["index"] = time.perf_counter() - indexed
-    fault_point("load-before-rename")
-    interrupt.check()
-    publish(tmp, final, summary)
+    _fsync(tmp)  # here, not in `publish`: the databases of several formats are then renamed in one short moment
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
-    return summary
 
 
 def abandon(conn: connection.Connection, tmp: Path) -> None:
@@ -641,14 +670,15 @@ def build_indexes(conn: connection.Connection, trend_stat1: list[tuple[str, str,
     conn.commit()
 
 
-def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
-    """Move the finished build into place atomically and durably."""
-    _fsync(tmp)
+def publish(tmp: Path, final: Path, summary: LoadSummary, seconds: dict) -> LoadSummary:
+    """Move a complete build into place atomically and durably."""
+    started = time.perf_counter()
     os.replace(tmp, final)
     interrupt.finished(tmp)
     _fsync(final.parent)
     summary.db = final
     summary.size = final.stat().st_size
+    seconds["finish"] += time.perf_counter() - started
     return summary
 
 

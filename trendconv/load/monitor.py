@@ -27,10 +27,13 @@ from trendconv.load import (
     insert_trend,
     open_build,
     prepare_build,
+    publish,
+    rows_mismatch,
     schema,
     write_tags,
     writes_db,
 )
+from trendconv.monitor.parse import MonitorRows
 from trendconv.tags import monitor_tags_of
 
 _KEY_SEPARATOR = "\x1f"
@@ -76,10 +79,9 @@ def plan_monitor(metas: list[dict]) -> MonitorPlan:
 
 
 def _check_same_options(metas: list[dict]) -> None:
+    """Footers are checked as they are read (trendconv.schemas); here only that they agree with each other."""
     first = metas[0]
     for meta in metas:
-        if meta.get("shard_format") != shards.SHARD_FORMAT or meta.get("input_format") != "monitor":
-            raise DataError(f"{meta['run_dir']}/{meta['file']}: not a monitor shard of this trendconv; re-run parse")
         if meta["options"] != first["options"]:
             raise DataError(
                 f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "
@@ -136,7 +138,8 @@ def _check_slot(slot: int, last: tuple[int, int, str] | None) -> None:
 
 
 class MonitorDbBuilder:
-    """`plan` with every shard's footer, `add` the shards in processing order, then `finish`."""
+    """`plan` with every shard's footer, `add` the shards in processing order, then `seal` and `publish` (or
+    `abort`)."""
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
@@ -182,7 +185,9 @@ class MonitorDbBuilder:
         meta = shard.meta
         if not meta["rows"] or meta["metric"] not in self._metric_ids:
             return None
-        return shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]), use_threads=False)
+        table = shards.read_rows(shard.path, shards.monitor_schema(meta["stats"]), use_threads=False)
+        _check_rows(shard, table)
+        return table
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -254,7 +259,8 @@ class MonitorDbBuilder:
         return target_id
 
     @writes_db
-    def finish(self) -> LoadSummary:
+    def seal(self) -> None:
+        """Write targets and tags and build the indexes: the database is complete at `tmp`."""
         if self._plan is None:
             raise DataError("no monitor shards to load")
         started = time.perf_counter()
@@ -263,7 +269,11 @@ class MonitorDbBuilder:
         self._conn.executemany(schema.INSERT_TARGET, targets)
         self.summary.targets = len(targets)
         self._write_tags({tid: name for tid, name, _, _ in targets})
-        return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
+        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index)
+
+    @writes_db
+    def publish(self) -> LoadSummary:
+        return publish(self.tmp, self.final, self.summary, self.seconds)
 
     def _write_tags(self, names: dict[int, str]) -> None:
         """docs/monitor-format.md §9: tags per metric, in the order the metric's targets were first used."""
@@ -274,17 +284,37 @@ class MonitorDbBuilder:
         abandon(self._conn, self.tmp)
 
 
+def _check_rows(shard: shards.Shard, table: pa.Table) -> None:
+    """The rank, the metric and the step slots come from the footer: it must describe the rows, and its micro-step
+    counts must be what the parse makes of them."""
+    meta = shard.meta
+    low, high = (value.as_py() for value in pc.min_max(table["rank"]).values())
+    if not low == high == meta["rank"]:
+        raise rows_mismatch(shard.path, f"rank {low}..{high} in the rows, {meta['rank']} in the footer")
+    metrics = table["metric"].combine_chunks().dictionary.to_pylist()
+    if metrics != [meta["metric"]]:
+        raise rows_mismatch(shard.path, f"metrics {metrics} in the rows, {meta['metric']!r} in the footer")
+    keys = {name: table[name] for name in ("target_name", "step", "micro_step")}
+    counts = MonitorRows(keys, meta["stats"], meta["has_micro_step"]).micro_steps_per_step()
+    if counts != meta["micro_steps_per_step"]:
+        raise rows_mismatch(shard.path, "their micro-step counts per step are not the footer's")
+
+
 def _split_key(key: str) -> tuple[str, int, int]:
     name, vpp_stage, micro_step = key.rsplit(_KEY_SEPARATOR, 2)
     return name, int(vpp_stage), int(micro_step)
 
 
-def load_monitor_shards(shard_list: list[shards.Shard], out_dir: Path, *, index: bool = True, on_shard=None):
+def stage_monitor_shards(
+    shard_list: list[shards.Shard], out_dir: Path, *, index: bool = True, on_shard=None
+) -> MonitorDbBuilder:
+    """The database of SHARD_LIST, complete at its temporary path: `publish` moves it into place, `abort` drops it."""
     builder = MonitorDbBuilder(out_dir, index=index)
     try:
         builder.plan([shard.meta for shard in shard_list])
         builder.add_all(shard_list, on_shard)
-        return builder.finish()
+        builder.seal()
     except BaseException:
         builder.abort()
         raise
+    return builder

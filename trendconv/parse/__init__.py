@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trendconv import __version__, shards, workdir
 from trendconv.dump.parse import ParseOptions
-from trendconv.errors import DataError, TrendconvError, cannot_write, internal_error, make_directory
+from trendconv.errors import DataError, TrendconvError, cannot_write, internal_error, plural
 from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
 from trendconv.faults import fault_point
 from trendconv.parse.formats import DUMP, FORMATS, Scanned
@@ -108,7 +108,8 @@ def _parse_task(task: ParseTask) -> dict:
 
 
 def status_of(task: ParseTask, described: dict | None = None) -> tuple[str, dict | None]:
-    """ok (reusable), stale (sources or options changed), corrupt (unreadable) or missing.
+    """ok (reusable), stale (sources, options or shard format changed), corrupt (not a valid shard of the
+    task's unit) or missing.
 
     DESCRIBED stands in for the task's `options.describe()` where only that document is known (inspect).
     """
@@ -116,15 +117,14 @@ def status_of(task: ParseTask, described: dict | None = None) -> tuple[str, dict
     if not path.is_file():
         return MISSING, None
     try:
-        meta = shards.read_meta(path)
+        meta = shards.read_meta(path, task.input_format)
+    except shards.OtherShardFormat:
+        return STALE, None
     except DataError:
         return CORRUPT, None
-    fresh = (
-        meta.get("shard_format") == shards.SHARD_FORMAT
-        and meta.get("input_format", DUMP) == task.input_format
-        and meta.get("options") == (described or task.options.describe())
-        and meta.get("sources") == describe_sources(task)
-    )
+    if any(meta[key] != value for key, value in task.format.identity(task.unit).items()):
+        return CORRUPT, None  # a valid footer of another unit: the file was moved or edited
+    fresh = meta["options"] == (described or task.options.describe()) and meta["sources"] == describe_sources(task)
     return (OK if fresh else STALE), meta
 
 
@@ -160,7 +160,8 @@ def run_parse(
     if on_plan:
         on_plan(tasks)
     _start_work(data, work, options, input_format)
-    summary.removed_orphans = _remove_orphans(work, tasks)
+    summary.removed_orphans, foreign = _remove_orphans(work, tasks, input_format)
+    summary.warnings += _foreign_warnings(work, foreign)
     todo = []
     for task in tasks:
         status, meta = status_of(task)
@@ -249,16 +250,50 @@ def _count(summary: ParseSummary, meta: dict, *, reused: bool) -> None:
     summary.skipped.update(meta["skipped"])
 
 
-def _remove_orphans(work: Path, tasks: list[ParseTask]) -> int:
-    """Shards of file sets that are no longer in DATA would otherwise be loaded as if they were."""
+def _remove_orphans(work: Path, tasks: list[ParseTask], input_format: str) -> tuple[int, list[Path]]:
+    """Shards of units that are no longer in DATA would otherwise be loaded as if they were: they are removed.
+
+    Only trendconv's own: a regular file under the shard directory whose valid footer names it (shards.read_own).
+    Anything else named *.parquet there (a user's file, a link, a damaged file) is left in place and returned.
+    """
     wanted = {task.shard_path for task in tasks}
-    orphans = [path for path in shards.list_shards(work, "**/*.parquet") if path not in wanted]
-    for path in orphans:
-        try:
-            path.unlink()
-        except OSError as exc:
-            raise cannot_write(path, exc) from None
-    return len(orphans)
+    directory = shards.shard_dir(work)
+    removed, foreign = 0, []
+    for path in shards.list_shards(work):
+        if path in wanted:
+            continue
+        if _is_own(directory, path, input_format):
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise cannot_write(path, exc) from None
+            removed += 1
+            if path.parent != directory:  # a monitor run directory: gone too once empty (rmdir keeps a full one)
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
+        else:
+            foreign.append(path)
+    return removed, foreign
+
+
+def _is_own(directory: Path, path: Path, input_format: str) -> bool:
+    if path.is_symlink():
+        return False
+    try:
+        shards.read_own(directory, path.relative_to(directory).as_posix(), input_format)
+    except DataError:
+        return False
+    return True
+
+
+def _foreign_warnings(work: Path, foreign: list[Path]) -> list[str]:
+    if not foreign:
+        return []
+    directory = shards.shard_dir(work)
+    return [
+        f"{directory}: left {plural(len(foreign), 'file')} named *.parquet in place, as trendconv did not write "
+        f"them (first: {foreign[0].relative_to(directory)}); they are not loaded"
+    ]
 
 
 def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask], input_format: str = DUMP) -> None:
@@ -274,10 +309,7 @@ def write_manifest(work: Path, options: ParseOptions, tasks: list[ParseTask], in
 
 def _start_work(data: Path, work: Path, options: ParseOptions, input_format: str) -> None:
     """Forget the old manifest (the shard set is about to change) and say what this parse does."""
-    try:
-        make_directory(work)
-        workdir.manifest_path(work).unlink(missing_ok=True)
-    except OSError as exc:
-        raise cannot_write(work, exc) from None
+    workdir.make_work_dir(work)
+    workdir.forget_manifest(work)
     document = {"data": str(data.resolve()), "input_format": input_format, "options": options.describe()}
     workdir.write_json_atomic(workdir.work_json_path(work), document)

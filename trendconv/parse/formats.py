@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from trendconv import shards
+from trendconv import schemas, shards
 from trendconv.dump.parse import ParseOptions, parse_file_set
 from trendconv.errors import where
 from trendconv.monitor.parse import parse_csv_file
 from trendconv.scan import FileSet, scan
 from trendconv.scan.monitor import CsvFile, scan_monitor
 
-DUMP, MONITOR = "dump", "monitor"
+DUMP, MONITOR = schemas.DUMP, schemas.MONITOR
 
 
 @dataclass
@@ -41,6 +41,10 @@ class DumpFormat:
     def shard_path(self, work: Path, unit: FileSet) -> Path:
         return shards.shard_path(work, unit.step, unit.rank)
 
+    def identity(self, unit: FileSet) -> dict:
+        """What a shard's footer says about the unit it was parsed from."""
+        return {"step": unit.step, "rank": unit.rank, "item": unit.item}
+
     def sources(self, unit: FileSet, micro_step: bool) -> list[tuple[str, Path]]:
         files = [(unit.relative("dump.json"), unit.dump_json)]
         if micro_step:
@@ -57,9 +61,7 @@ class DumpFormat:
         rows = parse_file_set(unit, options)
         table = shards.build_table(rows.columns(), {"step": unit.step, "rank": unit.rank, "vpp_stage": 0}, len(rows))
         meta = {
-            "step": unit.step,
-            "rank": unit.rank,
-            "item": unit.item,
+            **self.identity(unit),
             "micro_steps": rows.micro_steps,
             "rows": len(rows),
             "rows_per_metric": dict(sorted(rows.metric_counts().items())),
@@ -79,7 +81,11 @@ class MonitorFormat:
         return Scanned(result.files, list(result.warnings), dict(sorted(result.skipped_files.items())))
 
     def shard_path(self, work: Path, unit: CsvFile) -> Path:
-        return shards.shard_dir(work) / unit.run_dir / f"{unit.name}.parquet"
+        return shards.shard_dir(work) / shards.monitor_shard_name(unit.run_dir, unit.name)
+
+    def identity(self, unit: CsvFile) -> dict:
+        """What a shard's footer says about the unit it was parsed from."""
+        return {"rank": unit.rank, "run_dir": unit.run_dir, "file": unit.name, "metric": unit.metric}
 
     def sources(self, unit: CsvFile, micro_step: bool) -> list[tuple[str, Path]]:
         return [(unit.relative, unit.path)]
@@ -102,10 +108,7 @@ class MonitorFormat:
             [_as_type(columns[name], schema.field(name).type) for name in schema.names], schema=schema
         )
         meta = {
-            "rank": unit.rank,
-            "run_dir": unit.run_dir,
-            "file": unit.name,
-            "metric": unit.metric,
+            **self.identity(unit),
             "stats": rows.stats,
             "has_micro_step": rows.has_micro_step,
             "micro_steps_per_step": rows.micro_steps_per_step(),
