@@ -15,6 +15,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_VENV = REPO / ".venv-ref"
 REFERENCE_PACKAGE = "mindstudio-probe==26.2.0"
+# The Trend Analyzer plugin ships in that wheel; TensorBoard runs it (tests/test_plugin.py).
+VIEWER_PACKAGE = "tensorboard"
 
 
 def msprobe_executable() -> Path:
@@ -24,9 +26,14 @@ def msprobe_executable() -> Path:
     executable = REFERENCE_VENV / "bin" / "msprobe"
     if not executable.exists():
         venv.create(REFERENCE_VENV, with_pip=True)
-        pip = [str(REFERENCE_VENV / "bin" / "python"), "-m", "pip", "install", "-q", REFERENCE_PACKAGE]
+        pip = [str(REFERENCE_VENV / "bin" / "python"), "-m", "pip", "install", "-q", REFERENCE_PACKAGE, VIEWER_PACKAGE]
         subprocess.run(pip, check=True, stdout=sys.stderr)
     return executable
+
+
+def tensorboard_executable() -> Path:
+    """The TensorBoard installed beside the reference msprobe, which loads the Trend Analyzer plugin."""
+    return msprobe_executable().parent / "tensorboard"
 
 
 def run_msprobe(

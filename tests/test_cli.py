@@ -17,7 +17,7 @@ from trendconv.formats.dump import parse as dump_parse
 from trendconv.load import connection
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db"]
+COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db", "check"]
 
 
 def test_version(monkeypatch):

@@ -28,6 +28,7 @@ from helpers import (
 from datagen.dump import generate
 from trendconv import api, shards
 from trendconv.errors import DataError
+from trendconv.formats import FORMATS
 from trendconv.formats.dump.ids import flush_starts
 from trendconv.formats.dump.shard import SCHEMA
 from trendconv.load import build, connection, schema
@@ -284,7 +285,7 @@ def test_failed_load_removes_its_temporary_file(a1_data, tmp_path):
     table = shards.read_rows(path, SCHEMA)
     metric = table.schema.get_field_index("metric")
     bogus = pa.array(["bogus"] * table.num_rows).dictionary_encode()
-    shards.write_shard(path, table.set_column(metric, "metric", bogus), shards.read_meta(path))
+    shards.write_shard(path, table.set_column(metric, "metric", bogus), shards.read_meta(path, FORMATS["dump"]))
     with pytest.raises(DataError, match=f"^{path}: unknown metric 'bogus'$"):
         api.load(tmp_path / "work", tmp_path / "out", input_format="dump")
     assert list((tmp_path / "out").iterdir()) == []
@@ -431,13 +432,12 @@ def test_db_directory_that_is_a_file(a1_data, tmp_path):
     result = invoke("run", a1_data, "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {tmp_path / 'out' / '.trendconv'}: cannot use it as the WORK directory: Not a directory: "
-        f"{tmp_path / 'out' / '.trendconv'}\n",
+        f"error: {tmp_path / 'out' / '.trendconv'}: cannot use it as the WORK directory: Not a directory: {out}\n",
     )
     result = invoke("parse", a1_data, "--work", out)
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {out}: cannot use it as the WORK directory: Not a directory: {out}\n",
+        f"error: {out}: cannot use it as the WORK directory: Not a directory\n",
     )
 
 
@@ -590,12 +590,12 @@ def test_mixed_parse_options_are_refused(a1_data, tmp_path):
 def test_other_shard_format_is_refused(a1_data, tmp_path):
     api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
     path = tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet"
-    meta = shards.read_meta(path)
+    meta = shards.read_meta(path, FORMATS["dump"])
     shards.write_shard(path, shards.read_rows(path, SCHEMA), {**meta, "shard_format": 99})
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
     assert (result.exit_code, result.stderr) == (
         1,
-        f"error: {path}: shard format 99, this trendconv reads format 2; re-run parse\n",
+        f"error: {path}: shard format 99, this trendconv reads format 2; run `trendconv parse` again\n",
     )
 
 
@@ -673,14 +673,16 @@ def test_duplicates_across_insert_batches(tmp_path):
 
 
 def test_warning_over_the_plugin_size_limit(a1_data, tmp_path, monkeypatch):
-    monkeypatch.setattr(build, "PLUGIN_SIZE_LIMIT", 1000)
+    import trendconv.check
+
+    monkeypatch.setattr(trendconv.check, "PLUGIN_SIZE_LIMIT", 1000)
     api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out", "--quiet")
     db = tmp_path / "out" / "dump_data.trend.db"
     assert result.exit_code == 0
     assert result.stderr == (
-        f"warning: {db}: {db.stat().st_size} bytes is over the Trend Analyzer's 5 GiB limit; "
-        "the plugin will refuse it\n"
+        f"warning: {db}: {db.stat().st_size} bytes, more than the Trend Analyzer's limit of 5 GiB (1000 bytes); "
+        "fix: convert fewer steps or ranks into one database\n"
     )
 
 

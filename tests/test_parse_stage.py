@@ -83,7 +83,7 @@ def test_shard_keeps_raw_values_and_metadata(a1_data, tmp_path):
     ]
     assert (rows[6]["target_name"], str(rows[6]["mean"])) == ("Module.n.Net.output.0", "inf")  # raw, unclipped
     assert (rows[8]["metric"], str(rows[8]["mean"])) == ("recompute", "nan")  # the bare NaN token
-    meta = shards.read_meta(path)
+    meta = shards.read_meta(path, FORMATS["dump"])
     dump = a1_data / "step1" / "proc4242" / "dump.json"
     construct = a1_data / "step1" / "proc4242" / "construct.json"
     assert meta == {
@@ -117,7 +117,7 @@ def test_list_or_object_type_and_dtype_are_skipped(tmp_path):
         ("Module.m.M.input.2", 3.0),
         ("Module.m.M.b", 7.0),
     ]
-    assert shards.read_meta(path)["skipped"] == {"non-tensor": 2, "unsupported dtype": 3}
+    assert shards.read_meta(path, FORMATS["dump"])["skipped"] == {"non-tensor": 2, "unsupported dtype": 3}
 
 
 def test_shards_read_as_one_dataset_with_dictionary_strings(a1_data, tmp_path):

@@ -6,18 +6,20 @@ on every format asked for, or found.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trendconv import formats, shards, workdir
-from trendconv.errors import DataError, UsageError
+from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.executors import Executor, default_workers, prestart
 from trendconv.faults import fault_point
-from trendconv.formats import Format
+from trendconv.formats import Builder, Format
 from trendconv.jsonfile import read_python_json
-from trendconv.load.stage import Feeder, load_shards
+from trendconv.load.build import publish_all
+from trendconv.load.stage import Feeder, stage_shards
 from trendconv.options import ParseOptions
 from trendconv.parse import ParseTask, read_manifest, run_parse
 from trendconv.scan import is_file
@@ -85,8 +87,8 @@ def formats_in_work(work: Path) -> list[Format]:
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
     parts = {fmt: workdir.found_part(work, fmt) for fmt in formats.FORMATS.values()}
-    finished = [fmt for fmt, part in parts.items() if workdir.manifest_path(part).is_file()]
-    started = [fmt for fmt, part in parts.items() if workdir.work_json_path(part).is_file()]
+    finished = [fmt for fmt, part in parts.items() if workdir.manifest_path(part).exists()]
+    started = [fmt for fmt, part in parts.items() if workdir.work_json_path(part).exists()]
     return finished or started or list(parts)[:1]
 
 
@@ -118,32 +120,79 @@ def forget_other_formats(work: Path, chosen: list[Format]) -> None:
     with workdir.locked(work):
         for fmt in formats.FORMATS.values():
             if fmt not in chosen:
-                workdir.manifest_path(workdir.found_part(work, fmt)).unlink(missing_ok=True)
+                workdir.forget_manifest(workdir.found_part(work, fmt))
 
 
-def load(
-    work: Path,
-    out_dir: Path,
-    *,
-    input_format: str,
-    index: bool = True,
-    on_plan: Callable[[list[shards.Shard]], None] | None = None,
-    on_shard: Callable[[shards.Shard], None] | None = None,
-) -> LoadSummary:
-    """Build the INPUT_FORMAT database in OUT_DIR from the shards of WORK alone."""
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
-    fmt = formats.get(input_format)
-    with workdir.locked(work):
-        shard_list = read_manifest(work, fmt)
-        if on_plan:
-            on_plan(shard_list)
-        return load_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard)
+def load(work: Path, out_dir: Path, *, input_format: str, **kwargs) -> LoadSummary:
+    """Build the INPUT_FORMAT database in OUT_DIR from the shards of WORK alone (see `load_all`)."""
+    return _load_formats(work, out_dir, [formats.get(input_format)], **kwargs)[0]
 
 
 def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
-    """Load every format whose parse into WORK finished."""
-    return [load(work, out_dir, input_format=fmt.name, **kwargs) for fmt in formats_in_work(work)]
+    """Load every format whose parse into WORK finished: all their databases are replaced, or none."""
+    return _load_formats(work, out_dir, formats_in_work(work), **kwargs)
+
+
+def _load_formats(
+    work: Path,
+    out_dir: Path,
+    chosen: list[Format],
+    *,
+    index: bool = True,
+    on_plan: Callable[[list[shards.Shard]], None] | None = None,
+    on_shard: Callable[[shards.Shard], None] | None = None,
+) -> list[LoadSummary]:
+    """Load each of CHOSEN, WORK locked once for all of them; every manifest is read before any build starts."""
+    if not work.is_dir():
+        raise UsageError(f"{work}: WORK does not exist")
+    with workdir.locked(work):
+        shard_lists = [read_manifest(work, fmt) for fmt in chosen]
+
+        def stage(fmt: Format, shard_list: list[shards.Shard]) -> Callable[[], tuple]:
+            def build():
+                if on_plan:
+                    on_plan(shard_list)
+                builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard)
+                return builder.summary, builder
+
+            return build
+
+        return all_or_nothing([(fmt, stage(fmt, shard_list)) for fmt, shard_list in zip(chosen, shard_lists)])
+
+
+def all_or_nothing(stages: list[tuple[Format, Callable[[], tuple]]]) -> list:
+    """Run each (format, stage): a stage builds its database to a temporary file and returns (summary, builder).
+    Only when every stage succeeded are the databases moved into place, one right after another; a failure or an
+    interruption abandons every build, so that no database is replaced unless all are."""
+    staged: list[tuple] = []
+    try:
+        for _, stage in stages:
+            staged.append(stage())
+        publish_all([builder for _, builder in staged])
+    except BaseException as exc:
+        for _, builder in staged:
+            builder.abort()
+        if isinstance(exc, TrendconvError) and staged and len(staged) < len(stages):
+            _note_unreplaced(exc, staged, stages[len(staged)][0])
+        raise
+    return [summary for summary, _ in staged]
+
+
+def _note_unreplaced(exc: TrendconvError, staged: list[tuple], failed: Format) -> None:
+    """The warnings of the formats built before the failure, and that their databases were left as they were."""
+    earlier = [warning for summary, _ in staged for warning in _warnings_of(summary)]
+    unreplaced = [
+        f"{builder.final}: {'left unchanged' if builder.final.exists() else 'not written'}: the {failed.name} data "
+        "failed, and the databases of all formats are replaced together or not at all"
+        for _, builder in staged
+    ]
+    exc.warnings = [*earlier, *exc.warnings, *unreplaced]
+
+
+def _warnings_of(summary) -> list[str]:
+    if isinstance(summary, RunSummary):
+        return summary.parse.warnings + summary.load.warnings
+    return summary.warnings
 
 
 @dataclass
@@ -167,36 +216,79 @@ def run(
     work: Path | None = None,
     workers: int | None = None,
     executor: Executor | None = None,
+    **kwargs,
+) -> RunSummary:
+    """Parse and load at once (see `run_all` and `_stage_run`)."""
+    chosen = [formats.get(input_format)]
+    return _run_formats(data, out_dir, options, chosen, work, workers, executor, kwargs)[0]
+
+
+def run_all(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[RunSummary]:
+    """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR: all of them
+    are replaced, or none (see `all_or_nothing`)."""
+    chosen = formats_in_data(data, input_format)
+    work, workers, executor = kwargs.pop("work", None), kwargs.pop("workers", None), kwargs.pop("executor", None)
+    forget_other_formats(work or default_work(out_dir), chosen)
+    return _run_formats(data, out_dir, options, chosen, work, workers, executor, kwargs)
+
+
+def _run_formats(
+    data: Path,
+    out_dir: Path,
+    options: ParseOptions,
+    chosen: list[Format],
+    work: Path | None,
+    workers: int | None,
+    executor: Executor | None,
+    kwargs: dict,
+) -> list[RunSummary]:
+    """Run each of CHOSEN (KWARGS: `index` and the callbacks of `_stage_run`), WORK locked once for all of them."""
+    work = work or default_work(out_dir)
+    if executor is None:
+        prestart(workers)
+    with workdir.locked(work):
+        stages = [
+            (fmt, functools.partial(_stage_run, data, out_dir, options, work, workers, executor, fmt, **kwargs))
+            for fmt in chosen
+        ]
+        return all_or_nothing(stages)
+
+
+def _stage_run(
+    data: Path,
+    out_dir: Path,
+    options: ParseOptions,
+    work: Path,
+    workers: int | None,
+    executor: Executor | None,
+    fmt: Format,
+    *,
     index: bool = True,
     on_plan: Callable[[list[ParseTask]], None] | None = None,
     on_parsed: Callable[[ParseTask, dict, bool], None] | None = None,
     on_loaded: Callable[[shards.Shard], None] | None = None,
-) -> RunSummary:
-    """Parse and load at once: a streaming format's loader takes each shard, in order, as soon as it is ready."""
-    fmt = formats.get(input_format)
-    work = work or default_work(out_dir)
+) -> tuple[RunSummary, Builder]:
+    """One format's parse and load, its database complete at its temporary path (WORK is locked). A streaming
+    format's builder takes each shard, in order, as soon as it is ready."""
     started = time.perf_counter()
-    if executor is None:
-        prestart(workers)
-    with workdir.locked(work):
-        feeder = Feeder(fmt, fmt.builder(out_dir, index=index), on_loaded)
-        try:
-            parsed = run_parse(
-                data,
-                work,
-                options,
-                fmt,
-                workers=workers,
-                executor=executor,
-                on_plan=_both(feeder.plan, on_plan),
-                on_shard=_both(lambda task, meta, reused: feeder.shard_ready(task, meta), on_parsed),
-            )
-            parse_done = time.perf_counter()
-            fault_point("run-between-stages")
-            loaded = feeder.finish()
-        except BaseException:
-            feeder.builder.abort()
-            raise
+    feeder = Feeder(fmt, fmt.builder(out_dir, index=index), on_loaded)
+    try:
+        parsed = run_parse(
+            data,
+            work,
+            options,
+            fmt,
+            workers=workers,
+            executor=executor,
+            on_plan=_both(feeder.plan, on_plan),
+            on_shard=_both(lambda task, meta, reused: feeder.shard_ready(task, meta), on_parsed),
+        )
+        parse_done = time.perf_counter()
+        fault_point("run-between-stages")
+        loaded = feeder.finish()
+    except BaseException:
+        feeder.builder.abort()
+        raise
     finished = time.perf_counter()
     seconds = {
         "scan": parsed.scan_seconds,
@@ -205,14 +297,7 @@ def run(
         "index": feeder.builder.seconds["index"],
         "total": finished - started,
     }
-    return RunSummary(parsed, loaded, work, seconds)
-
-
-def run_all(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[RunSummary]:
-    """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR."""
-    chosen = formats_in_data(data, input_format)
-    forget_other_formats(kwargs.get("work") or default_work(out_dir), chosen)
-    return [run(data, out_dir, options, input_format=fmt.name, **kwargs) for fmt in chosen]
+    return RunSummary(parsed, loaded, work, seconds), feeder.builder
 
 
 def _both(first: Callable, second: Callable | None) -> Callable:

@@ -108,22 +108,39 @@ def cannot_read(path, exc: OSError) -> DataError:
     return DataError(f"{path}: cannot read: {exc.strerror or exc}")
 
 
-def cannot_write(path, exc: OSError) -> OutputError:
+def cannot_write(path, exc: OSError, *, ours=None) -> OutputError:
     """The one error for an output (in WORK or the database directory) that cannot be written: a full disk,
-    no permission. It names the file or directory the system names, else PATH."""
+    no permission. It names the file or directory the system names, else PATH; PATH too where the system names
+    OURS, a temporary file PATH is written through (the user knows PATH, not it)."""
     reason = os.strerror(exc.errno) if exc.errno else str(exc)  # Arrow's own wording buries the system's
-    return OutputError(f"{exc.filename or path}: cannot write: {reason}")
+    named = exc.filename if exc.filename and exc.filename != str(ours) else path
+    return OutputError(f"{named}: cannot write: {reason}")
 
 
-def os_reason(exc: OSError) -> str:
-    """An OSError in words, with the file it names: `Not a directory: /data/out`."""
+def os_reason(exc: OSError, path=None) -> str:
+    """An OSError in words, with the file it names unless that is PATH (named already): `Not a directory:
+    /data/out`."""
     reason = exc.strerror or str(exc)
-    return f"{reason}: {exc.filename}" if exc.filename else reason
+    return f"{reason}: {exc.filename}" if exc.filename and exc.filename != str(path) else reason
+
+
+# What trendconv creates directories with: mkdir masks it with the umask, so they are never group- or
+# other-writable, which the Trend Analyzer refuses in a log directory (docs/user-guide.md#checking-an-output).
+DIRECTORY_MODE = 0o755
 
 
 def make_directory(path: Path) -> None:
-    """`mkdir -p PATH`, except that a file at PATH is ENOTDIR: mkdir's own EEXIST ("File exists") reads in
-    `os_reason`'s words as if the directory were there and fine."""
+    """`mkdir -p PATH`, each directory it creates with DIRECTORY_MODE; existing ones are left as they are.
+    A file at PATH is ENOTDIR: mkdir's own EEXIST ("File exists") reads in `os_reason`'s words as if the
+    directory were there and fine."""
     if path.is_file():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
-    path.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        return
+    if path.parent != path:
+        make_directory(path.parent)
+    try:
+        os.mkdir(path, DIRECTORY_MODE)
+    except FileExistsError:
+        if not path.is_dir():  # a concurrent mkdir is fine; anything else at PATH is not
+            raise

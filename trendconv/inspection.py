@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from trendconv import formats, shards, workdir
+from trendconv import formats, schemas, shards, workdir
 from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions, options_text
@@ -23,7 +23,8 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
     started = [fmt for fmt in formats.FORMATS.values() if _started(work, fmt)]
     fmt = formats.get(input_format) if input_format else (started or list(formats.FORMATS.values()))[0]
     part = workdir.found_part(work, fmt)
-    settings = workdir.read_json_document(workdir.work_json_path(part), f"no parse of {fmt.name} data was started")
+    started_text = f"no parse of {fmt.name} data was started"
+    settings = workdir.read_json_document(workdir.work_json_path(part), started_text, schemas.work_json(fmt.name))
     data = Path(settings["data"])
     entries, note = _entries(part, data, settings["options"], fmt)
     return {
@@ -32,7 +33,7 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
         "other_formats": [other.name for other in started if other is not fmt],
         "data": str(data),
         "options": settings["options"],
-        "complete": workdir.manifest_path(part).is_file(),
+        "complete": _complete(part, fmt),
         "note": note,
         "shards": entries,
         "totals": _totals(entries, fmt.metrics),
@@ -40,26 +41,37 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
 
 
 def _started(work: Path, fmt: Format) -> bool:
-    return workdir.work_json_path(workdir.found_part(work, fmt)).is_file()
+    return workdir.work_json_path(workdir.found_part(work, fmt)).exists()
+
+
+def _complete(part: Path, fmt: Format) -> bool:
+    """Whether the last parse finished: its manifest is there, and is one `load` reads."""
+    try:
+        workdir.read_json_document(workdir.manifest_path(part), "", schemas.manifest(fmt.name))
+    except DataError:
+        return False
+    return True
 
 
 def _entries(part: Path, data: Path, options: dict, fmt: Format) -> tuple[list[dict], str | None]:
     try:
         units = fmt.scan(data).units
     except TrendconvError as exc:
-        return [_entry_without_source(path, fmt) for path in shards.list_shards(part)], f"sources not checked: {exc}"
+        found = shards.list_shards(part)
+        return [_entry_without_source(part, path, fmt) for path in found], f"sources not checked: {exc}"
     return [_entry(part, unit, options, fmt) for unit in units], None
 
 
 def _entry(part: Path, unit, options: dict, fmt: Format) -> dict:
-    task = ParseTask(unit, ParseOptions(micro_step=bool(options.get("micro_step"))), part, fmt)
+    task = ParseTask(unit, ParseOptions(micro_step=options["micro_step"]), part, fmt)
     status, meta = status_of(task, options)
     return _shard_entry(fmt.label(unit), task.shard_path, status, meta, fmt)
 
 
-def _entry_without_source(path: Path, fmt: Format) -> dict:
+def _entry_without_source(part: Path, path: Path, fmt: Format) -> dict:
+    directory = shards.shard_dir(part)
     try:
-        meta = shards.read_meta(path)
+        meta = shards.read_own(directory, path.relative_to(directory).as_posix(), fmt).meta
     except DataError:
         return _shard_entry(dict.fromkeys(fmt.label_fields), path, CORRUPT, None, fmt)
     return _shard_entry(fmt.meta_label(meta), path, OK, meta, fmt)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from trendconv import schemas
 from trendconv.errors import DataError, OutputError, UsageError, cannot_write, make_directory, os_reason
 from trendconv.shards.files import shard_dir
 
@@ -31,11 +32,11 @@ LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
 @contextmanager
 def locked(work: Path):
     """Exclusive use of WORK; a second process fails at once instead of mixing shards."""
+    make_work_dir(work)
     try:
-        make_directory(work)
         fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc)}") from None
+        raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc, work)}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -46,6 +47,23 @@ def locked(work: Path):
         os.close(fd)
 
 
+def make_work_dir(work: Path) -> None:
+    """WORK (or a format's part of it), made if needed."""
+    try:
+        make_directory(work)
+    except OSError as exc:
+        raise OutputError(f"{work}: cannot use it as the WORK directory: {os_reason(exc, work)}") from None
+
+
+def forget_manifest(part: Path) -> None:
+    """The shard set of PART is about to change. A directory in the manifest's place is not trendconv's to delete."""
+    try:
+        manifest_path(part).unlink(missing_ok=True)
+    except OSError as exc:
+        path = manifest_path(part)
+        raise OutputError(f"{path}: cannot remove the old manifest: {os_reason(exc, path)}") from None
+
+
 def write_json_atomic(path: Path, document: dict) -> None:
     """Write to a temporary name, then rename; on failure (a full disk) nothing is left but an OutputError."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -53,19 +71,26 @@ def write_json_atomic(path: Path, document: dict) -> None:
         tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)  # also when interrupted
 
 
-def read_json_document(path: Path, what: str) -> dict:
-    if not path.is_file():
+def read_json_document(path: Path, what: str, schema: schemas.Check) -> dict:
+    """WORK's JSON document at PATH, once SCHEMA found it to be what trendconv writes there; WHAT says what its
+    absence means."""
+    if not path.exists():
         raise DataError(f"{path}: not found: {what}")
+    if not path.is_file():
+        raise DataError(f"{path}: not a file; {schemas.AGAIN}")
     try:
         document = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
-        document = None
-    if not isinstance(document, dict):
-        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
+    except (OSError, orjson.JSONDecodeError):
+        raise DataError(f"{path}: unreadable; {schemas.AGAIN}") from None
+    try:
+        schema(document, "")
+    except schemas.Invalid as exc:
+        raise DataError(f"{path}: unexpected contents: {exc}; {schemas.AGAIN}") from None
     return document
 
 
@@ -92,9 +117,9 @@ def move_old_part(work: Path, fmt: Format) -> None:
     manifest goes first: a parse interrupted here finds no finished parse, and moves what is left next time."""
     if part(work, fmt).exists() or not _old_part(work, fmt):
         return
+    forget_manifest(work)
+    make_work_dir(part(work, fmt))
     try:
-        manifest_path(work).unlink(missing_ok=True)
-        make_directory(part(work, fmt))
         if shard_dir(work).is_dir():
             os.replace(shard_dir(work), shard_dir(part(work, fmt)))
         work_json_path(work).unlink(missing_ok=True)
@@ -103,4 +128,16 @@ def move_old_part(work: Path, fmt: Format) -> None:
 
 
 def _old_part(work: Path, fmt: Format) -> bool:
-    return fmt.old_part_at_work and any(path.exists() for path in (manifest_path(work), work_json_path(work)))
+    """Whether WORK itself holds FMT's part, as trendconv 0.1 wrote it (its own documents, not just any)."""
+    if not fmt.old_part_at_work:
+        return False
+    checks = ((work_json_path(work), schemas.work_json(fmt.name)), (manifest_path(work), schemas.manifest(fmt.name)))
+    return any(_is_document(path, check) for path, check in checks)
+
+
+def _is_document(path: Path, check: schemas.Check) -> bool:
+    try:
+        read_json_document(path, "", check)
+    except DataError:
+        return False
+    return True

@@ -15,7 +15,7 @@ import orjson
 import typer
 from typer.exceptions import TyperException
 
-from trendconv import __version__, formats
+from trendconv import __version__, formats, interrupt
 from trendconv.cli import report
 from trendconv.errors import DataError, ExitStatus, InternalError, TrendconvError, internal_error
 from trendconv.executors import MAX_WORKERS, prestart
@@ -108,28 +108,40 @@ NoIndex = Annotated[
 
 
 def _handles_errors(command):
-    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C into 130."""
+    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C (or SIGTERM, SIGHUP) into
+    130, whatever error the interruption caused (see trendconv.interrupt)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            try:
-                return command(*args, **kwargs)
-            except (TrendconvError, typer.Exit, typer.Abort, TyperException):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a bug: one line that says so, the traceback with --debug
-                raise internal_error(exc, f"running `trendconv {command.__name__}`") from None
+            with interrupt.armed():
+                return _call(command, args, kwargs)
         except TrendconvError as exc:
-            report.print_warnings(exc.warnings)
-            if isinstance(exc, InternalError) and report.debugging():
-                typer.echo(exc.detail, err=True, nl=False)
-            report.print_error(str(exc))
-            raise typer.Exit(int(exc.exit_status)) from None
+            if not interrupt.received():
+                report.print_warnings(exc.warnings)
+                if isinstance(exc, InternalError) and report.debugging():
+                    typer.echo(exc.detail, err=True, nl=False)
+                report.print_error(str(exc))
+                raise typer.Exit(int(exc.exit_status)) from None
         except KeyboardInterrupt:
-            report.print_error("interrupted")
-            raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
+            pass
+        except BaseException:
+            if not interrupt.received():
+                raise
+        report.print_error("interrupted")
+        raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
 
     return wrapper
+
+
+def _call(command, args, kwargs):
+    """COMMAND's own result; an unexpected exception is a bug of ours, worded as one (InternalError)."""
+    try:
+        return command(*args, **kwargs)
+    except (TrendconvError, typer.Exit, typer.Abort, TyperException):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug: one line that says so, the traceback with --debug
+        raise internal_error(exc, f"running `trendconv {command.__name__}`") from None
 
 
 def _version(value: bool) -> None:
@@ -212,12 +224,11 @@ def load(
     """
     from trendconv import api
 
-    for fmt in api.formats_in_work(work):
-        with report.LoadProgress(enabled=not quiet) as progress:
-            summary = api.load(
-                work, db, index=not no_index, input_format=fmt.name, on_shard=progress.shard, on_plan=progress.plan
-            )
+    with report.LoadProgress(enabled=not quiet) as progress:
+        summaries = api.load_all(work, db, index=not no_index, on_shard=progress.shard, on_plan=progress.plan)
+    for summary in summaries:
         report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
+    _warn_if_refused(db)
 
 
 @app.command()
@@ -267,25 +278,51 @@ def _prestart(executor: str, workers: int | None) -> None:
 def _run(data, db, options, input_format, *, work, workers, index, quiet, executor=None) -> None:
     from trendconv import api
 
-    found = api.formats_in_data(data, input_format)
-    api.forget_other_formats(work or api.default_work(db), found)
-    for fmt in found:
-        with report.RunProgress(enabled=not quiet) as progress:
-            summary = api.run(
-                data,
-                db,
-                options,
-                work=work,
-                workers=workers,
-                executor=executor,
-                index=index,
-                input_format=fmt.name,
-                on_plan=progress.plan,
-                on_parsed=progress.parsed,
-                on_loaded=progress.loaded,
-            )
+    with report.RunProgress(enabled=not quiet) as progress:
+        summaries = api.run_all(
+            data,
+            db,
+            options,
+            input_format=input_format,
+            work=work,
+            workers=workers,
+            executor=executor,
+            index=index,
+            on_plan=progress.plan,
+            on_parsed=progress.parsed,
+            on_loaded=progress.loaded,
+        )
+    for summary in summaries:
         warnings = summary.parse.warnings + summary.load.warnings
         report.finish(report.print_run_summary, summary, warnings, quiet=quiet)
+    _warn_if_refused(db)
+
+
+def _warn_if_refused(db: Path) -> None:
+    """Whatever in DB the Trend Analyzer would refuse (an old group-writable directory, another user's file)."""
+    from trendconv import check as checks
+
+    report.print_warnings([str(problem) for problem in checks.check_directory(db).problems])
+
+
+@app.command()
+@_handles_errors
+def check(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A TensorBoard log directory (a --db directory).")],
+) -> None:
+    """Run the Trend Analyzer's own checks on DIR and every *.trend.db in it; exit 1 if it would refuse any.
+
+    Checks path length, symbolic links, owner, write bits, size, the tables and columns the plugin reads, the
+    global_stats row and its stat names; says which database the plugin opens first.
+
+    Example: trendconv check ./out
+    """
+    from trendconv import check as checks
+
+    found = checks.check_directory(directory)
+    typer.echo(found.format())
+    if found.problems:
+        raise typer.Exit(int(ExitStatus.DATA_ERROR))
 
 
 @app.command()

@@ -70,7 +70,10 @@ class _Bars:
             self._progress.stop()
 
     def plan(self, items: list) -> None:
+        """New bars for ITEMS; those of an earlier plan (another input format) go."""
         if self._progress:
+            for bar in self._bars.values():
+                self._progress.remove_task(bar)
             self._bars = {label: self._progress.add_task(label, total=len(items)) for label in self.labels}
 
     def _advance(self, label: str) -> None:

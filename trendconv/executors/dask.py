@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from trendconv import interrupt
 from trendconv.errors import UsageError
-from trendconv.executors import Outcome
+from trendconv.executors import Outcome, start_resource_tracker
 
 INSTALL_HINT = "--executor dask needs Dask: pip install 'trendconv[dask]'"
 
@@ -44,10 +45,15 @@ class DaskExecutor:
         return distributed.Client(cluster), cluster
 
     def imap_unordered(self, fn: Callable, tasks: Iterable) -> Iterator[Outcome]:
-        client, cluster = self._connect()
+        client = cluster = None
         pending: dict[Any, Any] = {}
-        completed = self._distributed.as_completed()
         try:
+            # A local cluster's processes (started from threads created now) inherit the blocked signals, and so
+            # leave a Ctrl-C at the terminal to this process; a half-started cluster would not close cleanly.
+            start_resource_tracker()
+            with interrupt.blocked(), interrupt.deferred():
+                client, cluster = self._connect()
+            completed = self._distributed.as_completed()
             for task in tasks:
                 future = client.submit(fn, task, pure=False)
                 pending[future] = task
@@ -59,7 +65,8 @@ class DaskExecutor:
         finally:
             for future in pending:
                 future.cancel()
-            client.close()
+            if client is not None:
+                client.close()
             if cluster is not None:
                 cluster.close()
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from trendconv.options import ParseOptions
+    from trendconv.schemas import Check
     from trendconv.shards import Shard
     from trendconv.summaries import LoadSummary
 
@@ -41,13 +42,16 @@ class Scanned:
 
 
 class Builder(Protocol):
-    """Builds one database from shards, at a private temporary path until `finish` moves it into place.
+    """Builds one database from shards, at a private temporary path until `publish` moves it into place
+    (trendconv.load.build has the parts every builder uses).
 
     The load stage calls `plan` (when the format does not stream), then `add` for every shard in processing order,
-    then `finish`; on any failure, `abort`, which removes the temporary file and leaves the database in place as
-    it was.
+    then `seal`, which completes the database at its temporary path. Once every format's database is sealed, each
+    is published (trendconv.load.build.publish_all); on any failure, `abort`, which removes the temporary file and
+    leaves the database in place as it was.
     """
 
+    final: Path  # the database, once published
     summary: LoadSummary
     seconds: dict[str, float]  # "finish" and "index", for the run summary
 
@@ -56,7 +60,9 @@ class Builder(Protocol):
 
     def add(self, shard: Shard) -> None: ...
 
-    def finish(self) -> LoadSummary: ...
+    def seal(self) -> None: ...
+
+    def publish(self) -> LoadSummary: ...
 
     def abort(self) -> None: ...
 
@@ -115,6 +121,11 @@ class Format(ABC):
     def label(self, unit: Unit) -> dict:
         """The `label_fields` of a unit, for inspect."""
 
+    @abstractmethod
+    def identity(self, unit: Unit) -> dict:
+        """What the meta of the unit's shard says of the unit (`parse` includes it): a shard whose meta says other
+        values is not this unit's."""
+
     # ---- parse (in worker processes)
 
     @abstractmethod
@@ -125,8 +136,20 @@ class Format(ABC):
     # ---- shards, read back
 
     @abstractmethod
+    def meta_fields(self) -> dict[str, Check]:
+        """The keys of its shards' meta besides the common ones, each with its check (trendconv.schemas)."""
+
+    @abstractmethod
+    def check_meta(self, meta: dict) -> None:
+        """What a meta's values must agree on, once each key passed its check; raise schemas.Invalid."""
+
+    @abstractmethod
     def shard_schema(self, meta: dict) -> pa.Schema:
         """The columns a shard of this meta holds (a shard with others is refused)."""
+
+    @abstractmethod
+    def meta_shard_name(self, meta: dict) -> str:
+        """`shard_name` of the unit a shard was made from, read from its meta."""
 
     @abstractmethod
     def meta_order(self, meta: dict) -> tuple:

@@ -3,9 +3,9 @@ builder shares: the SQLite schema text (`schema`), the connection (`connection`)
 atomically (`build`), inserting rows (`insert`) on a writer thread (`writer`), the read indexes (`indexes`),
 sqlite_stat1 counts (`stat1`), ids (`ids`) and tags (`tags`)."""
 
-from trendconv.load.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
+from trendconv.load.build import abandon, complete_build, open_build, prepare_build, publish, publish_all, writes_db
 from trendconv.load.insert import clean_values, insert_trend
-from trendconv.load.stage import Feeder, load_shards
+from trendconv.load.stage import Feeder, stage_shards
 
 __all__ = [
     "Feeder",
@@ -13,9 +13,10 @@ __all__ = [
     "clean_values",
     "complete_build",
     "insert_trend",
-    "load_shards",
     "open_build",
     "prepare_build",
     "publish",
+    "publish_all",
+    "stage_shards",
     "writes_db",
 ]

@@ -1,5 +1,6 @@
-"""Building a database safely: a private temporary file in the output directory, renamed into place only when
-complete, so a failed or killed load leaves the database in place untouched. Both formats' builders use these."""
+"""Building a database safely: a private temporary file in the output directory, complete before anything is
+renamed, then moved into place (`publish`), so that a failed, killed or interrupted load leaves the database in place
+untouched. Every builder uses these."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import os
 import time
 from pathlib import Path
 
+from trendconv import interrupt
 from trendconv.errors import OutputError, make_directory, os_reason
+from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.load import connection, schema
 from trendconv.load.indexes import build_indexes
 from trendconv.summaries import LoadSummary
 
-PLUGIN_SIZE_LIMIT = 5 * 1024**3
 DB_MODE = 0o640
 
 
@@ -44,7 +46,7 @@ def prepare_build(out_dir: Path, db_name: str) -> Path:
     """The private temporary path a database is built at, after removing those of killed loads."""
     make_directory(out_dir)
     _remove_dead_temporaries(out_dir, db_name)
-    return out_dir / f".{db_name}.{os.getpid()}.tmp"
+    return interrupt.unfinished(out_dir / f".{db_name}.{os.getpid()}.tmp")
 
 
 def open_build(path: Path) -> connection.Connection:
@@ -69,26 +71,22 @@ def open_build(path: Path) -> connection.Connection:
 def complete_build(
     conn: connection.Connection,
     tmp: Path,
-    final: Path,
-    summary: LoadSummary,
     seconds: dict,
     started: float,
     *,
     index: bool,
     trend_stat1: list[tuple[str, str, str]] | None = None,
-) -> LoadSummary:
-    """Commit, build the read indexes, then move the build into place; SECONDS gets `index` and `finish`
-    (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
+) -> None:
+    """Commit, build the read indexes, close and sync: the database is complete at TMP, for `publish`. SECONDS
+    gets `index` and `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
     conn.commit()
     indexed = time.perf_counter()
     if index:
         build_indexes(conn, trend_stat1)
     conn.close()
     seconds["index"] = time.perf_counter() - indexed
-    fault_point("load-before-rename")
-    publish(tmp, final, summary)
+    _fsync(tmp)  # here, not in `publish`: the databases of several formats are then renamed in one short moment
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
-    return summary
 
 
 def abandon(conn: connection.Connection, tmp: Path) -> None:
@@ -97,19 +95,31 @@ def abandon(conn: connection.Connection, tmp: Path) -> None:
         conn.close()
     finally:
         tmp.unlink(missing_ok=True)
+        interrupt.finished(tmp)
 
 
-def publish(tmp: Path, final: Path, summary: LoadSummary) -> LoadSummary:
-    """Move the finished build into place atomically and durably."""
-    _fsync(tmp)
+def publish_all(builders: list) -> None:
+    """Move sealed builds into place, one right after another. A directory where a database goes is the one
+    failure to expect here: it is looked for first, so that it stops them all."""
+    for builder in builders:
+        if builder.final.is_dir():
+            raise OutputError(f"{builder.final}: cannot write the database: it is a directory")
+    fault_point("load-before-rename")
+    interrupt.check()  # the last moment a signal keeps every previous database
+    with interrupt.deferred():  # a signal now is one too late: all databases go in place, then exit 130
+        for builder in builders:
+            builder.publish()
+
+
+def publish(tmp: Path, final: Path, summary: LoadSummary, seconds: dict) -> LoadSummary:
+    """Move a complete build into place atomically and durably."""
+    started = time.perf_counter()
     os.replace(tmp, final)
+    interrupt.finished(tmp)
     _fsync(final.parent)
     summary.db = final
     summary.size = final.stat().st_size
-    if summary.size > PLUGIN_SIZE_LIMIT:
-        summary.warnings.append(
-            f"{final}: {summary.size} bytes is over the Trend Analyzer's 5 GiB limit; the plugin will refuse it"
-        )
+    seconds["finish"] += time.perf_counter() - started
     return summary
 
 
@@ -125,15 +135,5 @@ def _remove_dead_temporaries(out_dir: Path, db_name: str) -> None:
     """Temporary builds of killed loads: `.<db>.<pid>.tmp` whose process is gone."""
     for path in out_dir.glob(f".{db_name}.*.tmp"):
         pid = path.name.rsplit(".", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -1,4 +1,5 @@
-"""The load stage, format-blind: a format's builder fed its shards in processing order."""
+"""The load stage, format-blind: a format's builder fed its shards in processing order, the database complete at
+its temporary path (`Builder.publish` moves it into place, trendconv.load.build.publish_all several at once)."""
 
 from __future__ import annotations
 
@@ -11,25 +12,26 @@ from trendconv.formats import Builder, Format
 from trendconv.summaries import LoadSummary
 
 
-def load_shards(
+def stage_shards(
     fmt: Format,
     shard_list: list[shards.Shard],
     out_dir: Path,
     *,
     index: bool = True,
     on_shard: Callable[[shards.Shard], None] | None = None,
-) -> LoadSummary:
-    """OUT_DIR/<fmt.db_name> from SHARD_LIST (in processing order), replacing the database in place only when
-    complete."""
+) -> Builder:
+    """The builder of OUT_DIR/<fmt.db_name> fed SHARD_LIST (in processing order), sealed: the database is complete
+    at its temporary path; `publish` moves it into place, `abort` drops it."""
     builder = fmt.builder(out_dir, index=index)
     try:
         if not fmt.streams:
             builder.plan([shard.meta for shard in shard_list])
         _add(builder, shard_list, on_shard)
-        return builder.finish()
+        builder.seal()
     except BaseException:
         builder.abort()
         raise
+    return builder
 
 
 def _add(builder: Builder, shard_list: Iterable[shards.Shard], on_shard) -> None:
@@ -61,12 +63,14 @@ class Feeder:
             self._feed()
 
     def finish(self) -> LoadSummary:
+        """Feed the rest and seal the builder: the database is complete at its temporary path."""
         if not self.fmt.streams:
             started = time.perf_counter()
             self.builder.plan([self.ready[path] for path in self.order])
             self.seconds += time.perf_counter() - started
         self._feed()
-        return self.builder.finish()
+        self.builder.seal()
+        return self.builder.summary
 
     def _feed(self) -> None:
         started = time.perf_counter()

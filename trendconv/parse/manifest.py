@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trendconv import shards, workdir
-from trendconv.errors import DataError, cannot_write, make_directory
+from trendconv import schemas, shards, workdir
+from trendconv.errors import DataError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions
 from trendconv.parse.tasks import ParseTask
@@ -13,11 +13,8 @@ from trendconv.parse.tasks import ParseTask
 
 def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> None:
     """Forget the old manifest (the shard set is about to change) and say what this parse does."""
-    try:
-        make_directory(part)
-        workdir.manifest_path(part).unlink(missing_ok=True)
-    except OSError as exc:
-        raise cannot_write(part, exc) from None
+    workdir.make_work_dir(part)
+    workdir.forget_manifest(part)
     document = {"data": str(data.resolve()), "input_format": fmt.name, "options": options.record()}
     workdir.write_json_atomic(workdir.work_json_path(part), document)
 
@@ -37,15 +34,12 @@ def write_manifest(part: Path, options: ParseOptions, tasks: list[ParseTask], fm
 def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
     """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it."""
     part = workdir.found_part(work, fmt)
-    path = workdir.manifest_path(part)
     unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
-    names = workdir.read_json_document(path, unfinished).get("shards")
-    if not isinstance(names, list):
-        raise DataError(f"{path}: unreadable; run `trendconv parse` again")
+    document = workdir.read_json_document(workdir.manifest_path(part), unfinished, schemas.manifest(fmt.name))
+    directory = shards.shard_dir(part)
     found = []
-    for name in names:
-        shard_file = shards.shard_dir(part) / name
-        if not shard_file.is_file():
-            raise DataError(f"{shard_file}: shard missing; run `trendconv parse` again to rebuild it")
-        found.append(shards.Shard(shard_file, shards.read_meta(shard_file)))
+    for name in document["shards"]:
+        if not (directory / name).is_file():
+            raise DataError(f"{directory / name}: shard missing; run `trendconv parse` again to rebuild it")
+        found.append(shards.read_own(directory, name, fmt))
     return sorted(found, key=lambda shard: fmt.meta_order(shard.meta))

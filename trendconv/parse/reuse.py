@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from trendconv import shards
-from trendconv.errors import DataError, cannot_write
+from trendconv.errors import DataError, cannot_write, plural
+from trendconv.formats import Format
 from trendconv.parse.tasks import ParseTask, source_stats
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
@@ -13,7 +15,8 @@ STATUSES = (OK, STALE, CORRUPT, MISSING)
 
 
 def status_of(task: ParseTask, options: dict | None = None) -> tuple[str, dict | None]:
-    """ok (reusable), stale (sources or options changed), corrupt (unreadable) or missing, and the shard's meta.
+    """ok (reusable), stale (sources, options or shard format changed), corrupt (not a valid shard of the
+    task's unit) or missing, and the shard's meta.
 
     OPTIONS stands in for the task's `options.record()` where only that record is known (inspect).
     """
@@ -21,25 +24,59 @@ def status_of(task: ParseTask, options: dict | None = None) -> tuple[str, dict |
     if not path.is_file():
         return MISSING, None
     try:
-        meta = shards.read_meta(path)
+        meta = shards.read_meta(path, task.format)
+    except shards.OtherShardFormat:
+        return STALE, None
     except DataError:
         return CORRUPT, None
-    fresh = (
-        meta.get("shard_format") == shards.SHARD_FORMAT
-        and meta.get("input_format") == task.format.name
-        and meta.get("options") == (options or task.options.record())
-        and meta.get("sources") == source_stats(task)
-    )
+    if any(meta[key] != value for key, value in task.format.identity(task.unit).items()):
+        return CORRUPT, None  # a valid meta of another unit: the file was moved or edited
+    fresh = meta["options"] == (options or task.options.record()) and meta["sources"] == source_stats(task)
     return (OK if fresh else STALE), meta
 
 
-def remove_orphans(part: Path, tasks: list[ParseTask]) -> int:
-    """Shards of units that are no longer in DATA would otherwise be loaded as if they were."""
+def remove_orphans(part: Path, tasks: list[ParseTask], fmt: Format) -> tuple[int, list[Path]]:
+    """Shards of units that are no longer in DATA would otherwise be loaded as if they were: they are removed.
+
+    Only trendconv's own: a regular file under the shard directory whose valid meta names it (shards.read_own).
+    Anything else named *.parquet there (a user's file, a link, a damaged file) is left in place and returned.
+    """
     wanted = {task.shard_path for task in tasks}
-    orphans = [path for path in shards.list_shards(part) if path not in wanted]
-    for path in orphans:
-        try:
-            path.unlink()
-        except OSError as exc:
-            raise cannot_write(path, exc) from None
-    return len(orphans)
+    directory = shards.shard_dir(part)
+    removed, foreign = 0, []
+    for path in shards.list_shards(part):
+        if path in wanted:
+            continue
+        if _is_own(directory, path, fmt):
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise cannot_write(path, exc) from None
+            removed += 1
+            if path.parent != directory:  # a sub-directory of shards: gone too once empty (rmdir keeps a full one)
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
+        else:
+            foreign.append(path)
+    return removed, foreign
+
+
+def _is_own(directory: Path, path: Path, fmt: Format) -> bool:
+    if path.is_symlink():
+        return False
+    try:
+        shards.read_own(directory, path.relative_to(directory).as_posix(), fmt)
+    except DataError:
+        return False
+    return True
+
+
+def foreign_warnings(part: Path, foreign: list[Path]) -> list[str]:
+    """What the user is told of files under the shard directory that trendconv left in place."""
+    if not foreign:
+        return []
+    directory = shards.shard_dir(part)
+    return [
+        f"{directory}: left {plural(len(foreign), 'file')} named *.parquet in place, as trendconv did not write "
+        f"them (first: {foreign[0].relative_to(directory)}); they are not loaded"
+    ]

@@ -6,6 +6,7 @@ it stopped. A manifest written last (`WORK/<format>/manifest.json`) says the set
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from trendconv.executors import Executor, InlineExecutor, default_workers, local
 from trendconv.formats import Format, Scanned
 from trendconv.options import ParseOptions
 from trendconv.parse.manifest import start_parse, write_manifest
-from trendconv.parse.reuse import OK, remove_orphans, status_of
+from trendconv.parse.reuse import OK, foreign_warnings, remove_orphans, status_of
 from trendconv.parse.tasks import ParseTask, parse_chunk, source_stats
 from trendconv.summaries import ParseSummary
 
@@ -56,7 +57,8 @@ def run_parse(
         on_plan(tasks)
     workdir.move_old_part(work, fmt)
     start_parse(data, part, options, fmt)
-    summary.removed_orphans = remove_orphans(part, tasks)
+    summary.removed_orphans, foreign = remove_orphans(part, tasks, fmt)
+    summary.warnings += foreign_warnings(part, foreign)
     todo = []
     for task in tasks:
         status, meta = status_of(task)
@@ -67,10 +69,12 @@ def run_parse(
         else:
             todo.append(task)
     executor = executor or local_executor(_workers_for(workers, len(todo)))
-    for task, meta in _results(executor, todo):
-        _count(summary, meta, reused=False)
-        if on_shard:
-            on_shard(task, meta, False)
+    # closed at once on any failure, so that the workers stop now rather than when the exception is gone
+    with contextlib.closing(_results(executor, todo)) as results:
+        for task, meta in results:
+            _count(summary, meta, reused=False)
+            if on_shard:
+                on_shard(task, meta, False)
     write_manifest(part, options, tasks, fmt)
     return summary
 

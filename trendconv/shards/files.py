@@ -1,8 +1,9 @@
 """Parquet shards: the self-describing, atomically written intermediate between parse and load.
 
 One shard per unit of a format (trendconv.formats), at WORK/<format>/shards/<Format.shard_name(unit)>. Its footer
-metadata (key `trendconv`) holds a JSON document, its *meta*, saying where it came from and what it holds; the
-rows carry no database ids. Each format says which columns its shards have (`Format.shard_schema`).
+metadata (key `trendconv`) holds a JSON document, its *meta*, saying where it came from and what it holds, checked
+by trendconv.schemas whenever it is read; the rows carry no database ids. Each format says which columns its shards
+have (`Format.shard_schema`).
 """
 
 from __future__ import annotations
@@ -10,16 +11,23 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trendconv.errors import DataError, cannot_write
+from trendconv import schemas
+from trendconv.errors import DataError, cannot_write, make_directory
+from trendconv.faults import fault_point
 
-# 2: local_micro_step is int64 (construct.json micro steps reach 3000000000 and beyond).
-SHARD_FORMAT = 2
+if TYPE_CHECKING:
+    from trendconv.formats import Format
+
+SHARD_FORMAT = schemas.SHARD_FORMAT
 META_KEY = b"trendconv"
+# A shard whose meta reads fine is reused by parse, so parse alone does not replace one with broken rows.
+DELETE_AGAIN = "delete it and run `trendconv parse` again"
 SHARD_DIR = "shards"
 
 # The type of a shard's text columns: most values repeat, and a dictionary stores each once.
@@ -32,26 +40,21 @@ class Shard:
     meta: dict  # the footer document
 
 
+class OtherShardFormat(DataError):
+    """A shard written by a trendconv of another shard format: stale, not damaged."""
+
+
 def shard_dir(part: Path) -> Path:
     """The shard directory of a format's part of WORK (trendconv.workdir)."""
     return part / SHARD_DIR
 
 
 def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
-    """Write to a temporary name in the same directory, then rename: readers never see half a shard.
-
-    A full disk or a missing permission is WORK's problem, and the error says so, not the input's."""
-    try:
-        _write_shard(path, table, meta)
-    except OSError as exc:
-        raise cannot_write(path, exc) from None
-
-
-def _write_shard(path: Path, table: pa.Table, meta: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write to a temporary name in the same directory, then rename: readers never see half a shard."""
     table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        make_directory(path.parent)
         pq.write_table(
             table,
             tmp,
@@ -60,9 +63,13 @@ def _write_shard(path: Path, table: pa.Table, meta: dict) -> None:
             use_dictionary=_dictionary_columns(table.schema),
             write_statistics=False,  # nothing filters shards; statistics were a third of the write time
         )
+        fault_point("shard-before-rename")
         os.replace(tmp, path)
+    except OSError as exc:  # WORK's fault (full, read-only, a directory in the way), never the input file's
+        raise cannot_write(path, exc, ours=tmp) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp.is_file():
+            tmp.unlink()
 
 
 def _dictionary_columns(schema: pa.Schema) -> list[str]:
@@ -70,13 +77,35 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     return [field.name for field in schema if pa.types.is_dictionary(field.type)]
 
 
-def read_meta(path: Path) -> dict:
-    """The footer document alone (cheap: no rows are read)."""
+def read_meta(path: Path, fmt: Format) -> dict:
+    """The meta alone (cheap: no rows are read), once trendconv.schemas found it to be the meta of a shard of FMT
+    with the columns and the number of rows it says; otherwise a DataError naming it."""
+    if not path.is_file():  # not even opened: a FIFO would block
+        raise DataError(f"{path}: not a readable trendconv shard (not a file); {schemas.AGAIN}")
     try:
-        metadata = pq.read_schema(path).metadata or {}
-        return orjson.loads(metadata[META_KEY])
+        with pq.ParquetFile(path) as parquet:
+            rows, columns = parquet.metadata.num_rows, parquet.schema_arrow
+        document = orjson.loads((columns.metadata or {})[META_KEY])
     except (OSError, pa.ArrowException, KeyError, orjson.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)})") from None
+        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)}); {schemas.AGAIN}") from None
+    try:
+        schemas.check_meta(document, fmt, rows)
+    except schemas.OtherShardFormat as exc:
+        raise OtherShardFormat(f"{path}: {exc}; {schemas.AGAIN}") from None
+    except schemas.Invalid as exc:
+        raise DataError(f"{path}: unexpected footer: {exc}; {schemas.AGAIN}") from None
+    if columns.remove_metadata() != fmt.shard_schema(document):
+        raise DataError(f"{path}: unexpected shard columns; {schemas.AGAIN}")
+    return document
+
+
+def read_own(directory: Path, name: str, fmt: Format) -> Shard:
+    """The shard DIRECTORY/NAME, if it is one trendconv wrote there: its meta is valid and names NAME."""
+    path = directory / name
+    meta = read_meta(path, fmt)
+    if fmt.meta_shard_name(meta) != name:
+        raise DataError(f"{path}: unexpected footer: it describes {fmt.meta_shard_name(meta)}; {schemas.AGAIN}")
+    return Shard(path, meta)
 
 
 def read_rows(path: Path, schema: pa.Schema, *, use_threads: bool = True) -> pa.Table:
@@ -85,18 +114,25 @@ def read_rows(path: Path, schema: pa.Schema, *, use_threads: bool = True) -> pa.
     try:
         table = pq.ParquetFile(path).read(use_threads=use_threads)
     except (OSError, pa.ArrowException) as exc:
-        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)})") from None
+        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)}); {DELETE_AGAIN}") from None
     if table.schema.remove_metadata() != schema:
-        raise DataError(f"{path}: unexpected shard columns; re-run parse")
+        raise DataError(f"{path}: unexpected shard columns; {schemas.AGAIN}")
     return table
 
 
 def list_shards(part: Path) -> list[Path]:
-    """Every shard file under the shard directory of PART, sorted."""
-    directory = shard_dir(part)
-    if not directory.is_dir():
-        return []
-    return sorted(directory.glob("**/*.parquet"))
+    """Every entry named *.parquet under the shard directory of PART, in sorted order. Symbolic links to
+    directories are not followed: what they lead to is not WORK's."""
+    found = []
+    for parent, directories, files in os.walk(shard_dir(part)):
+        directories.sort()
+        found += [Path(parent, name) for name in files + directories if name.endswith(schemas.SHARD_SUFFIX)]
+    return sorted(found)
+
+
+def rows_mismatch(path: Path, detail: str) -> DataError:
+    """A shard whose rows are not what its meta says."""
+    return DataError(f"{path}: the rows do not match the footer ({detail}); {DELETE_AGAIN}")
 
 
 def _reason(exc: Exception) -> str:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trendconv import int64, shards
-from trendconv.errors import DataError
+from trendconv.errors import DataError, plural
 from trendconv.faults import fault_point
 from trendconv.formats.dump.format import DB_NAME
 from trendconv.formats.dump.ids import TargetIds, flush_starts
@@ -23,7 +23,7 @@ from trendconv.formats.dump.metrics import METRICS, STATS
 from trendconv.formats.dump.shard import SCHEMA
 from trendconv.formats.dump.tags import tags_of
 from trendconv.load import connection, schema
-from trendconv.load.build import abandon, complete_build, open_build, prepare_build, writes_db
+from trendconv.load.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
 from trendconv.load.insert import clean_values
 from trendconv.load.stat1 import Stat1Counts
 from trendconv.load.tags import write_tags
@@ -33,7 +33,8 @@ from trendconv.summaries import LoadSummary
 
 
 class DumpBuilder:
-    """Feed shards in (step, rank) order with `add`, then `finish` to get the database in place."""
+    """Feed shards in (step, rank) order with `add`, then `seal` to complete the database and `publish` to move
+    it into place (or `abort`)."""
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
@@ -64,24 +65,37 @@ class DumpBuilder:
         self._count_micro_steps(shard.meta)
         self._max_rank = max(self._max_rank, shard.meta["rank"])
         table = shards.read_rows(shard.path, SCHEMA)
+        self._check_rows(shard, table)
         self._insert_rows(shard, table)
         self.summary.shards += 1
         fault_point("load-shard")
 
     def _check_consistent(self, shard: shards.Shard) -> None:
+        """Metas are checked as they are read (trendconv.schemas); here only that they agree with each other."""
         meta = shard.meta
-        if meta.get("shard_format") != shards.SHARD_FORMAT:
-            raise DataError(
-                f"{shard.path}: shard format {meta.get('shard_format')}, this trendconv reads format "
-                f"{shards.SHARD_FORMAT}; re-run parse"
-            )
         if self._first is None:
             self._first = meta
-        elif meta.get("options") != self._first.get("options"):
+        elif meta["options"] != self._first["options"]:
             raise DataError(
-                f"{shard.path}: parsed with {options_text(meta.get('options') or {})}, the other shards with "
-                f"{options_text(self._first.get('options') or {})}; re-run parse"
+                f"{shard.path}: parsed with {options_text(meta['options'])}, the other shards with "
+                f"{options_text(self._first['options'])}; re-run parse"
             )
+
+    def _check_rows(self, shard: shards.Shard, table: pa.Table) -> None:
+        """The step, rank and micro-step count of the rows are taken from the meta: it must describe them."""
+        if table.num_rows == 0:
+            return
+        meta = shard.meta
+        for column in ("step", "rank"):
+            low, high = (value.as_py() for value in pc.min_max(table[column]).values())
+            if not low == high == meta[column]:
+                detail = f"{column} {low}..{high} in the rows, {meta[column]} in the footer"
+                raise shards.rows_mismatch(shard.path, detail)
+        # A key that construct.json gives no micro step is in micro step 0, whatever the count says.
+        highest = pc.max(table["local_micro_step"]).as_py()
+        if self.micro_step_mode and highest > max(meta["micro_steps"] - 1, 0):
+            counted = plural(meta["micro_steps"], "micro step")
+            raise shards.rows_mismatch(shard.path, f"micro step {highest} in the rows, {counted} in the footer")
 
     @property
     def micro_step_mode(self) -> bool:
@@ -137,8 +151,8 @@ class DumpBuilder:
         return _shifted(local, self._offset)
 
     @writes_db
-    def finish(self) -> LoadSummary:
-        """Write targets, global_stats and tags, build indexes, then move the file into place."""
+    def seal(self) -> None:
+        """Write targets, global_stats and tags and build the indexes: the database is complete at `tmp`."""
         if self._first is None:
             raise DataError("no shards to load")
         started = time.perf_counter()
@@ -152,9 +166,11 @@ class DumpBuilder:
         self._conn.execute(schema.insert_global_stats(len(stats)), stats)
         self._write_tags()
         stat1 = self._stat1.stat1_rows(self.summary.rows, self._ids.metric_targets) if self.summary.rows else None
-        return complete_build(
-            self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index, trend_stat1=stat1
-        )
+        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index, trend_stat1=stat1)
+
+    @writes_db
+    def publish(self) -> LoadSummary:
+        return publish(self.tmp, self.final, self.summary, self.seconds)
 
     def _write_targets(self) -> None:
         """In id order; then the sequence as msprobe leaves it, past the last id when its last inserts were

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from trendconv.errors import place
 from trendconv.formats.contract import Format, Scanned
-from trendconv.formats.dump import scan
+from trendconv.formats.dump import meta, scan
 from trendconv.formats.dump.metrics import METRICS
 from trendconv.formats.dump.scan import FileSet
 from trendconv.options import ParseOptions
+from trendconv.schemas import SHARD_SUFFIX
 
 DB_NAME = "dump_data.trend.db"
 
@@ -42,7 +43,7 @@ class DumpFormat(Format):
         return files
 
     def shard_name(self, unit: FileSet) -> str:
-        return f"step{unit.step}_rank{unit.rank}.parquet"
+        return _shard_name(unit.step, unit.rank)
 
     def place(self, unit: FileSet) -> str:
         return place(unit.dump_json, step=unit.step, rank=unit.rank)
@@ -53,15 +54,27 @@ class DumpFormat(Format):
     def label(self, unit: FileSet) -> dict:
         return {"step": unit.step, "rank": unit.rank}
 
+    def identity(self, unit: FileSet) -> dict:
+        return unit.identity
+
     def parse(self, unit: FileSet, options: ParseOptions):
         from trendconv.formats.dump.shard import shard_of
 
         return shard_of(unit, options)
 
+    def meta_fields(self) -> dict:
+        return meta.FIELDS
+
+    def check_meta(self, document: dict) -> None:
+        meta.check(document)
+
     def shard_schema(self, meta: dict):
         from trendconv.formats.dump.shard import SCHEMA
 
         return SCHEMA
+
+    def meta_shard_name(self, meta: dict) -> str:
+        return _shard_name(meta["step"], meta["rank"])
 
     def meta_order(self, meta: dict) -> tuple:
         return (meta["step"], meta["rank"])
@@ -73,3 +86,7 @@ class DumpFormat(Format):
         from trendconv.formats.dump.builder import DumpBuilder
 
         return DumpBuilder(out_dir, index=index)
+
+
+def _shard_name(step: int, rank: int) -> str:
+    return f"step{step}_rank{rank}{SHARD_SUFFIX}"

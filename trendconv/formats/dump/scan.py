@@ -35,6 +35,11 @@ class FileSet:
     def relative(self, name: str) -> str:
         return f"{self.step_dir}/{self.item}/{name}"
 
+    @property
+    def identity(self) -> dict:
+        """What its shard's meta says of it."""
+        return {"step": self.step, "rank": self.rank, "item": self.item}
+
 
 @dataclass
 class ScanResult:

@@ -30,9 +30,7 @@ def shard_of(unit: FileSet, options: ParseOptions) -> tuple[pa.Table, dict]:
     rows = parse_file_set(unit, options)
     table = build_table(rows.columns(), {"step": unit.step, "rank": unit.rank, "vpp_stage": 0}, len(rows))
     meta = {
-        "step": unit.step,
-        "rank": unit.rank,
-        "item": unit.item,
+        **unit.identity,
         "micro_steps": rows.micro_steps,
         "rows": len(rows),
         "rows_per_metric": dict(sorted(rows.metric_counts().items())),

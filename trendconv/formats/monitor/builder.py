@@ -16,11 +16,12 @@ from trendconv import shards
 from trendconv.errors import DataError
 from trendconv.faults import fault_point
 from trendconv.formats.monitor.format import DB_NAME
+from trendconv.formats.monitor.parse import MonitorRows
 from trendconv.formats.monitor.plan import MonitorPlan, plan_monitor
 from trendconv.formats.monitor.shard import schema as schema_of
 from trendconv.formats.monitor.tags import tags_of
 from trendconv.load import ids, schema
-from trendconv.load.build import abandon, complete_build, open_build, prepare_build, writes_db
+from trendconv.load.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
 from trendconv.load.insert import clean_values, insert_trend
 from trendconv.load.tags import write_tags
 from trendconv.summaries import LoadSummary
@@ -32,7 +33,8 @@ BATCH_ROWS = 65536
 
 
 class MonitorBuilder:
-    """`plan` with every shard's meta, `add` the shards in processing order, then `finish`."""
+    """`plan` with every shard's meta, `add` the shards in processing order, then `seal` and `publish` (or
+    `abort`)."""
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True):
@@ -72,7 +74,9 @@ class MonitorBuilder:
         meta = shard.meta
         if not meta["rows"] or meta["metric"] not in self._metric_ids:
             return None
-        return shards.read_rows(shard.path, schema_of(meta["stats"]), use_threads=False)
+        table = shards.read_rows(shard.path, schema_of(meta["stats"]), use_threads=False)
+        _check_rows(shard, table)
+        return table
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -143,7 +147,8 @@ class MonitorBuilder:
         return target_id
 
     @writes_db
-    def finish(self) -> LoadSummary:
+    def seal(self) -> None:
+        """Write targets and tags and build the indexes: the database is complete at `tmp`."""
         if self._plan is None:
             raise DataError("no monitor shards to load")
         started = time.perf_counter()
@@ -152,7 +157,11 @@ class MonitorBuilder:
         self._conn.executemany(schema.INSERT_TARGET, targets)
         self.summary.targets = len(targets)
         self._write_tags({tid: name for tid, name, _, _ in targets})
-        return complete_build(self._conn, self.tmp, self.final, self.summary, self.seconds, started, index=self.index)
+        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index)
+
+    @writes_db
+    def publish(self) -> LoadSummary:
+        return publish(self.tmp, self.final, self.summary, self.seconds)
 
     def _write_tags(self, names: dict[int, str]) -> None:
         """docs/monitor-format.md §9: tags per metric, in the order the metric's targets were first used."""
@@ -162,6 +171,22 @@ class MonitorBuilder:
 
     def abort(self) -> None:
         abandon(self._conn, self.tmp)
+
+
+def _check_rows(shard: shards.Shard, table: pa.Table) -> None:
+    """The rank, the metric and the step slots come from the meta: it must describe the rows, and its micro-step
+    counts must be what the parse makes of them."""
+    meta = shard.meta
+    low, high = (value.as_py() for value in pc.min_max(table["rank"]).values())
+    if not low == high == meta["rank"]:
+        raise shards.rows_mismatch(shard.path, f"rank {low}..{high} in the rows, {meta['rank']} in the footer")
+    metrics = table["metric"].combine_chunks().dictionary.to_pylist()
+    if metrics != [meta["metric"]]:
+        raise shards.rows_mismatch(shard.path, f"metrics {metrics} in the rows, {meta['metric']!r} in the footer")
+    keys = {name: table[name] for name in ("target_name", "step", "micro_step")}
+    counts = MonitorRows(keys, meta["stats"], meta["has_micro_step"]).micro_steps_per_step()
+    if counts != meta["micro_steps_per_step"]:
+        raise shards.rows_mismatch(shard.path, "their micro-step counts per step are not the footer's")
 
 
 def _split_key(key: str) -> tuple[str, int, int]:

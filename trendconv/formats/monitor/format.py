@@ -7,10 +7,11 @@ from pathlib import Path
 
 from trendconv.errors import place
 from trendconv.formats.contract import Format, Scanned
-from trendconv.formats.monitor import scan
+from trendconv.formats.monitor import meta, scan
 from trendconv.formats.monitor.metrics import METRICS
 from trendconv.formats.monitor.scan import CsvFile
 from trendconv.options import ParseOptions
+from trendconv.schemas import SHARD_SUFFIX
 
 NAME, DB_NAME = "monitor", "monitor_data.trend.db"
 
@@ -39,7 +40,7 @@ class MonitorFormat(Format):
         return [(unit.relative, unit.path)]
 
     def shard_name(self, unit: CsvFile) -> str:
-        return f"{unit.run_dir}/{unit.name}.parquet"
+        return _shard_name(unit.run_dir, unit.name)
 
     def place(self, unit: CsvFile) -> str:
         return place(unit.path, rank=unit.rank)
@@ -50,15 +51,27 @@ class MonitorFormat(Format):
     def label(self, unit: CsvFile) -> dict:
         return {"file": unit.relative, "rank": unit.rank}
 
+    def identity(self, unit: CsvFile) -> dict:
+        return unit.identity
+
     def parse(self, unit: CsvFile, options: ParseOptions):
         from trendconv.formats.monitor.shard import shard_of
 
         return shard_of(unit, options)
 
+    def meta_fields(self) -> dict:
+        return meta.FIELDS
+
+    def check_meta(self, document: dict) -> None:
+        meta.check(document)
+
     def shard_schema(self, meta: dict):
         from trendconv.formats.monitor.shard import schema
 
         return schema(meta["stats"])
+
+    def meta_shard_name(self, meta: dict) -> str:
+        return _shard_name(meta["run_dir"], meta["file"])
 
     def meta_order(self, meta: dict) -> tuple:
         return scan.order(meta["rank"], meta["run_dir"], meta["file"], meta["metric"])
@@ -70,3 +83,7 @@ class MonitorFormat(Format):
         from trendconv.formats.monitor.builder import MonitorBuilder
 
         return MonitorBuilder(out_dir, index=index)
+
+
+def _shard_name(run_dir: str, file: str) -> str:
+    return f"{run_dir}/{file}{SHARD_SUFFIX}"

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from trendconv import int64, shards
+from trendconv import int64
 from trendconv.errors import DataError, plural
-from trendconv.formats.monitor.format import NAME
 from trendconv.formats.monitor.metrics import METRICS, STATS
 from trendconv.options import options_text
 
@@ -53,10 +52,9 @@ def plan_monitor(metas: list[dict]) -> MonitorPlan:
 
 
 def _check_same_options(metas: list[dict]) -> None:
+    """Metas are checked as they are read (trendconv.schemas); here only that they agree with each other."""
     first = metas[0]
     for meta in metas:
-        if meta.get("shard_format") != shards.SHARD_FORMAT or meta.get("input_format") != NAME:
-            raise DataError(f"{meta['run_dir']}/{meta['file']}: not a monitor shard of this trendconv; re-run parse")
         if meta["options"] != first["options"]:
             raise DataError(
                 f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "

@@ -45,6 +45,11 @@ class CsvFile:
     def order(self) -> tuple:
         return order(self.rank, self.run_dir, self.name, self.metric)
 
+    @property
+    def identity(self) -> dict:
+        """What its shard's meta says of it."""
+        return {"rank": self.rank, "run_dir": self.run_dir, "file": self.name, "metric": self.metric}
+
 
 def order(rank: int, run_dir: str, name: str, metric: str) -> tuple:
     """Processing order: rank, run, then each metric's files by step range (live `.csv` before `.csv.bak`)."""

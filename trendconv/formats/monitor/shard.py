@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 
 from trendconv.formats.monitor.parse import parse_csv_file
@@ -21,6 +23,11 @@ KEY_FIELDS = [
 
 def schema(stats: list[str]) -> pa.Schema:
     """The columns of a shard whose file has STATS (the stat columns of its header, in canonical order)."""
+    return _schema(tuple(stats))
+
+
+@functools.lru_cache(maxsize=64)  # a few stat sets, thousands of shards
+def _schema(stats: tuple[str, ...]) -> pa.Schema:
     return pa.schema([*KEY_FIELDS, *[(stat, pa.float64()) for stat in stats]])
 
 
@@ -36,10 +43,7 @@ def shard_of(unit: CsvFile, options: ParseOptions) -> tuple[pa.Table, dict]:
     arrays = [_as_type(columns[name], kinds.field(name).type) for name in kinds.names]
     table = pa.Table.from_arrays(arrays, schema=kinds)
     meta = {
-        "rank": unit.rank,
-        "run_dir": unit.run_dir,
-        "file": unit.name,
-        "metric": unit.metric,
+        **unit.identity,
         "stats": rows.stats,
         "has_micro_step": rows.has_micro_step,
         "micro_steps_per_step": rows.micro_steps_per_step(),
