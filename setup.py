@@ -2,7 +2,7 @@
 same bytes more slowly where it cannot be compiled (no compiler, no SQLite headers):
 
 - trendconv.formats.dump._extract, the rows of a dump.json read in one pass (a Python extension module);
-- trendconv.load._columns, a SQLite extension the loader inserts Arrow columns through (never imported by
+- trendconv.loading._columns, a SQLite extension the loader inserts Arrow columns through (never imported by
   Python: the loader's SQLite loads it).
 """
 
@@ -17,8 +17,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "trendconv.load._columns",
-            ["trendconv/load/_columns.c"],
+            "trendconv.loading._columns",
+            ["trendconv/loading/_columns.c"],
             extra_compile_args=["-O2", "-std=c11"],
             optional=True,
         ),

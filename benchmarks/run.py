@@ -30,7 +30,7 @@ import orjson
 from datagen.dump import generate
 from trendconv import formats, native
 from trendconv.jsonfile import _quote_bare_tokens
-from trendconv.load import connection, schema
+from trendconv.loading import connection, schema
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".data"

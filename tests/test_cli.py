@@ -14,7 +14,7 @@ from helpers import A1_CONSTRUCT, A1_DATA, invoke, write_file_set
 from trendconv import __version__, api, native
 from trendconv.cli import app
 from trendconv.formats.dump import parse as dump_parse
-from trendconv.load import connection
+from trendconv.loading import connection
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db", "check"]
@@ -46,7 +46,7 @@ def test_the_c_parts_are_built_and_used_unless_turned_off(tmp_path):
 
 def test_version_says_which_c_parts_are_missing(monkeypatch):
     monkeypatch.delenv(native.PURE_ENV, raising=False)
-    monkeypatch.setattr(native, "PARTS", {**native.PARTS, "SQLite column reader": "trendconv.load._nowhere"})
+    monkeypatch.setattr(native, "PARTS", {**native.PARTS, "SQLite column reader": "trendconv.loading._nowhere"})
     assert native.describe() == "C parts: dump.json reader yes, SQLite column reader no"
 
 

@@ -1,4 +1,4 @@
-"""trendconv.diff: two trend databases are compared by names, ids ignored (unless ids=True), rows as multisets."""
+"""trendconv.comparison: two trend databases are compared by names, ids ignored (unless ids=True), rows as multisets."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trendconv.diff import DiffError, DiffReport, TableDiff, diff_databases
+from trendconv.comparison import DiffError, DiffReport, TableDiff, diff_databases
 
 STATS = ("norm", "max", "min", "mean")
 

@@ -36,9 +36,9 @@ from helpers import (
 from reference import run_msprobe
 from typer.testing import CliRunner
 
-from trendconv import api, parse
+from trendconv import api, parsing
 from trendconv.cli import app
-from trendconv.diff import diff_databases
+from trendconv.comparison import diff_databases
 from trendconv.errors import InternalError, UsageError
 from trendconv.executors import Outcome
 from trendconv.formats import FORMATS
@@ -46,7 +46,7 @@ from trendconv.formats.dump import construct
 from trendconv.formats.dump import shard as dump_shard
 from trendconv.formats.monitor import rules
 from trendconv.formats.monitor.parse import MonitorRows
-from trendconv.load.stage import Feeder
+from trendconv.loading.stage import Feeder
 
 INT64_MAX = 2**63 - 1
 DENIED = "cannot read: Permission denied"
@@ -232,13 +232,13 @@ def test_debug_shows_the_traceback_from_the_worker(a1_data, tmp_path, arrow_bug,
     traceback, error = result.stderr[:split], result.stderr[split:]
     assert (result.exit_code, error) == (1, f"error: {arrow_bug.format(a1_data)}\n")
     assert traceback.startswith("Traceback (most recent call last):\n")
-    assert 'trendconv/parse/tasks.py", line' in traceback and "in parse_chunk\n" in traceback
+    assert 'trendconv/parsing/tasks.py", line' in traceback and "in parse_chunk\n" in traceback
     assert traceback.endswith("pyarrow.lib.ArrowInvalid: Value 3000000000 too large to fit in C integer type\n")
 
 
 def test_an_internal_error_travels_from_a_worker_with_its_traceback(a1_data, tmp_path, arrow_bug):
-    _, tasks = parse.plan(a1_data, tmp_path / "work", api.ParseOptions(), FORMATS["dump"])
-    [(task, meta, error)] = parse.parse_chunk((tasks[0],))
+    _, tasks = parsing.plan(a1_data, tmp_path / "work", api.ParseOptions(), FORMATS["dump"])
+    [(task, meta, error)] = parsing.parse_chunk((tasks[0],))
     assert (task, meta, type(error)) == (tasks[0], None, InternalError)
     copy = pickle.loads(pickle.dumps(error))
     assert (str(copy), copy.detail) == (arrow_bug.format(a1_data), error.detail)

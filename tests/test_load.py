@@ -31,7 +31,7 @@ from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.dump.ids import flush_starts
 from trendconv.formats.dump.shard import SCHEMA
-from trendconv.load import build, connection, schema
+from trendconv.loading import build, connection, schema
 
 STATS4 = ("norm,max,min,mean",) * 4
 

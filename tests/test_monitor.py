@@ -21,7 +21,7 @@ from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.monitor import metrics, rules
 from trendconv.formats.monitor.scan import scan_monitor
-from trendconv.load import connection, schema
+from trendconv.loading import connection, schema
 
 
 def names(found) -> list[str]:
@@ -549,7 +549,7 @@ def test_sigkill_then_rerun_gives_the_clean_monitor_db(example, tmp_path, fault,
 
 
 def test_small_files_travel_to_workers_in_chunks(example, tmp_path, monkeypatch):
-    from trendconv.parse import runner as parse_stage
+    from trendconv.parsing import runner as parse_stage
 
     for step in range(2, 7):
         write_run(example, {f"other_{step}-{step}.csv": "vpp_stage,name,step,norm\n0,w,0,1\n"})  # 33 bytes each

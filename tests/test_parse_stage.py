@@ -27,7 +27,7 @@ from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.dump.parse import parse_file_set
 from trendconv.formats.dump.shard import SCHEMA
-from trendconv.parse import plan
+from trendconv.parsing import plan
 
 
 def shard_rows(path: Path) -> list[dict]:

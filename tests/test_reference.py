@@ -1,6 +1,6 @@
 """Logical equivalence with msprobe data2db (mindstudio-probe 26.2.0) on hand-made and random dumps.
 
-Every table is compared by names (floats exactly; NULL = NULL) with trendconv.diff, and so are the target ids,
+Every table is compared by names (floats exactly; NULL = NULL) with trendconv.comparison, and so are the target ids,
 each metric's tag ids and sqlite_sequence (`ids=True`).
 """
 
@@ -19,7 +19,7 @@ from reference import run_msprobe
 
 from datagen.dump import generate
 from trendconv import api, shards
-from trendconv.diff import diff_databases
+from trendconv.comparison import diff_databases
 from trendconv.formats.dump.ids import flush_starts
 from trendconv.formats.dump.shard import SCHEMA
 

@@ -1,7 +1,7 @@
 """Logical equivalence with msprobe data2db --format monitor (mindstudio-probe 26.2.0).
 
 Generated monitor output of several shapes, hand-made quirk cases, and the deliberate differences of
-docs/migration.md, each compared table by table by names with trendconv.diff.
+docs/migration.md, each compared table by table by names with trendconv.comparison.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from reference import run_msprobe
 
 from datagen.monitor import generate
 from trendconv import api
-from trendconv.diff import diff_databases
+from trendconv.comparison import diff_databases
 
 pytestmark = pytest.mark.reference  # runs msprobe data2db: `-m 'not reference'` skips these
 

@@ -18,7 +18,7 @@ from trendconv.cli import report
 from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.monitor.builder import MonitorBuilder
-from trendconv.parse import read_manifest
+from trendconv.parsing import read_manifest
 
 INT64 = "an integer from -9223372036854775808 to 9223372036854775807"
 COUNT = "an integer from 0 to 9223372036854775807"

@@ -18,10 +18,10 @@ from trendconv.executors import Executor, default_workers, prestart
 from trendconv.faults import fault_point
 from trendconv.formats import Builder, Format
 from trendconv.jsonfile import read_python_json
-from trendconv.load.build import publish_all
-from trendconv.load.stage import Feeder, stage_shards
+from trendconv.loading.build import publish_all
+from trendconv.loading.stage import Feeder, stage_shards
 from trendconv.options import ParseOptions
-from trendconv.parse import ParseTask, read_manifest, run_parse
+from trendconv.parsing import ParseTask, read_manifest, run_parse
 from trendconv.scan import is_file
 from trendconv.summaries import LoadSummary, ParseSummary
 
@@ -101,7 +101,7 @@ def parse(
     workers: int | None = None,
     **kwargs,
 ) -> ParseSummary:
-    """Parse DATA's INPUT_FORMAT data into shards under WORK (see trendconv.parse.run_parse for the callbacks)."""
+    """Parse DATA's INPUT_FORMAT data into shards under WORK (see trendconv.parsing.run_parse for the callbacks)."""
     if kwargs.get("executor") is None:
         prestart(workers)
     with workdir.locked(work):

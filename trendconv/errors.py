@@ -69,7 +69,7 @@ def internal_error(exc: BaseException, doing: str) -> InternalError:
 
 
 def _code_line(exc: BaseException) -> str | None:
-    """The innermost line of trendconv's own code in EXC's traceback: `trendconv/load/monitor.py:143`."""
+    """The innermost line of trendconv's own code in EXC's traceback: `trendconv/loading/monitor.py:143`."""
     package = Path(__file__).resolve().parent
     line = None
     for frame in traceback.extract_tb(exc.__traceback__):

@@ -9,8 +9,8 @@ from trendconv import formats, schemas, shards, workdir
 from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions, options_text
-from trendconv.parse import CORRUPT, OK, ParseTask, status_of
-from trendconv.parse.reuse import STATUSES
+from trendconv.parsing import CORRUPT, OK, ParseTask, status_of
+from trendconv.parsing.reuse import STATUSES
 
 
 def inspect_work(work: Path, input_format: str | None = None) -> dict:

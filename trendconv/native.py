@@ -14,7 +14,7 @@ from types import ModuleType
 
 PURE_ENV = "TRENDCONV_PURE"
 EXTRACT = "trendconv.formats.dump._extract"  # a Python extension module
-COLUMNS = "trendconv.load._columns"  # a SQLite extension: its file is loaded by SQLite, never imported
+COLUMNS = "trendconv.loading._columns"  # a SQLite extension: its file is loaded by SQLite, never imported
 PARTS = {
     "dump.json reader": EXTRACT,
     "SQLite column reader": COLUMNS,

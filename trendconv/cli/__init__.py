@@ -369,11 +369,11 @@ def diff(
 
     Example: trendconv diff msprobe_out/dump_data.trend.db out/dump_data.trend.db
     """
-    from trendconv import diff as diff_module
+    from trendconv import comparison
 
     try:
-        report_ = diff_module.diff_databases(a, b, limit=limit, ids=ids)
-    except diff_module.DiffError as exc:
+        report_ = comparison.diff_databases(a, b, limit=limit, ids=ids)
+    except comparison.DiffError as exc:
         raise DataError(str(exc)) from None
     typer.echo(report_.format())
     if not report_.equal:

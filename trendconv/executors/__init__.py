@@ -65,7 +65,7 @@ class InlineExecutor:
 def _forkserver_context() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
     # Workers fork from a server that has imported the parsers once, not each on its own.
-    context.set_forkserver_preload(["trendconv.parse", *_parser_modules()])
+    context.set_forkserver_preload(["trendconv.parsing", *_parser_modules()])
     return context
 
 

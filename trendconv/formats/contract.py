@@ -1,7 +1,7 @@
 """The contract between trendconv's stages and an input format.
 
-The stages are format-blind: the scan, the parse stage (trendconv.parse), the shards (trendconv.shards), WORK
-(trendconv.workdir), the load stage (trendconv.load), `inspect` and the CLI ask a `Format` everything that depends
+The stages are format-blind: the scan, the parse stage (trendconv.parsing), the shards (trendconv.shards), WORK
+(trendconv.workdir), the load stage (trendconv.loading), `inspect` and the CLI ask a `Format` everything that depends
 on what DATA holds. A format is one package, trendconv/formats/<name>/, with a `Format` subclass, and one line in
 trendconv/formats/registry.py; nothing outside them asks which format it holds.
 
@@ -43,11 +43,11 @@ class Scanned:
 
 class Builder(Protocol):
     """Builds one database from shards, at a private temporary path until `publish` moves it into place
-    (trendconv.load.build has the parts every builder uses).
+    (trendconv.loading.build has the parts every builder uses).
 
     The load stage calls `plan` (when the format does not stream), then `add` for every shard in processing order,
     then `seal`, which completes the database at its temporary path. Once every format's database is sealed, each
-    is published (trendconv.load.build.publish_all); on any failure, `abort`, which removes the temporary file and
+    is published (trendconv.loading.build.publish_all); on any failure, `abort`, which removes the temporary file and
     leaves the database in place as it was.
     """
 

@@ -2,7 +2,7 @@
 
 Every id is assigned here: targets as msprobe data2db numbers them (trendconv.formats.dump.ids), tags in one block
 per metric, each block in the order its targets were first used. The rows go to the writer thread shard by shard
-while the next shard is prepared (trendconv.load.writer).
+while the next shard is prepared (trendconv.loading.writer).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from trendconv.formats.dump.ids import TargetIds, flush_starts
 from trendconv.formats.dump.metrics import METRICS, STATS
 from trendconv.formats.dump.shard import SCHEMA
 from trendconv.formats.dump.tags import tags_of
-from trendconv.load import connection, schema
-from trendconv.load.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
-from trendconv.load.insert import clean_values
-from trendconv.load.stat1 import Stat1Counts
-from trendconv.load.tags import write_tags
-from trendconv.load.writer import Writer
+from trendconv.loading import connection, schema
+from trendconv.loading.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
+from trendconv.loading.insert import clean_values
+from trendconv.loading.stat1 import Stat1Counts
+from trendconv.loading.tags import write_tags
+from trendconv.loading.writer import Writer
 from trendconv.options import options_text
 from trendconv.summaries import LoadSummary
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trendconv.load import ids
+from trendconv.loading import ids
 
 # msprobe data2db's row buffer (docs/dump-format.md §8.4): where its flushes fall decides the target ids.
 MSPROBE_BATCH_ROWS = 5000

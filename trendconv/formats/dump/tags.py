@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trendconv.load.tags import DEFAULT, FUNCTION, INDEX, LAYER, MODULE
+from trendconv.loading.tags import DEFAULT, FUNCTION, INDEX, LAYER, MODULE
 
 _MODULE_MARKERS = ("Module", "Cell")
 

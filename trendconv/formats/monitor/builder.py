@@ -20,10 +20,10 @@ from trendconv.formats.monitor.parse import MonitorRows
 from trendconv.formats.monitor.plan import MonitorPlan, plan_monitor
 from trendconv.formats.monitor.shard import schema as schema_of
 from trendconv.formats.monitor.tags import tags_of
-from trendconv.load import ids, schema
-from trendconv.load.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
-from trendconv.load.insert import clean_values, insert_trend
-from trendconv.load.tags import write_tags
+from trendconv.loading import ids, schema
+from trendconv.loading.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
+from trendconv.loading.insert import clean_values, insert_trend
+from trendconv.loading.tags import write_tags
 from trendconv.summaries import LoadSummary
 
 _KEY_SEPARATOR = "\x1f"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trendconv.load.tags import LAYER, MODULE
+from trendconv.loading.tags import LAYER, MODULE
 
 
 def tags_of(target_name: str) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
 """The load stage, format-blind: a format's builder fed its shards in processing order, the database complete at
-its temporary path (`Builder.publish` moves it into place, trendconv.load.build.publish_all several at once)."""
+its temporary path (`Builder.publish` moves it into place, trendconv.loading.build.publish_all several at once)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Feeder:
         self.seconds = 0.0
 
     def plan(self, tasks: list) -> None:
-        """TASKS: the parse tasks (trendconv.parse.ParseTask), each of which will be ready once."""
+        """TASKS: the parse tasks (trendconv.parsing.ParseTask), each of which will be ready once."""
         self.order = [task.shard_path for task in sorted(tasks, key=lambda task: task.order)]
 
     def shard_ready(self, task, meta: dict) -> None:

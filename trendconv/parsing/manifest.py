@@ -8,7 +8,7 @@ from trendconv import schemas, shards, workdir
 from trendconv.errors import DataError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions
-from trendconv.parse.tasks import ParseTask
+from trendconv.parsing.tasks import ParseTask
 
 
 def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> None:

@@ -1,5 +1,5 @@
 """Ids both loaders share: a *use* of a target by a metric packed in one int64 (metric << 32 | target), and each
-metric's targets in the order of their first use, which decides the tag ids (trendconv.load.tags)."""
+metric's targets in the order of their first use, which decides the tag ids (trendconv.loading.tags)."""
 
 from __future__ import annotations
 

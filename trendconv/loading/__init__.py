@@ -3,9 +3,9 @@ builder shares: the SQLite schema text (`schema`), the connection (`connection`)
 atomically (`build`), inserting rows (`insert`) on a writer thread (`writer`), the read indexes (`indexes`),
 sqlite_stat1 counts (`stat1`), ids (`ids`) and tags (`tags`)."""
 
-from trendconv.load.build import abandon, complete_build, open_build, prepare_build, publish, publish_all, writes_db
-from trendconv.load.insert import clean_values, insert_trend
-from trendconv.load.stage import Feeder, stage_shards
+from trendconv.loading.build import abandon, complete_build, open_build, prepare_build, publish, publish_all, writes_db
+from trendconv.loading.insert import clean_values, insert_trend
+from trendconv.loading.stage import Feeder, stage_shards
 
 __all__ = [
     "Feeder",

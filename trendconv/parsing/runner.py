@@ -16,9 +16,9 @@ from trendconv.errors import TrendconvError, internal_error
 from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
 from trendconv.formats import Format, Scanned
 from trendconv.options import ParseOptions
-from trendconv.parse.manifest import start_parse, write_manifest
-from trendconv.parse.reuse import OK, foreign_warnings, remove_orphans, status_of
-from trendconv.parse.tasks import ParseTask, parse_chunk, source_stats
+from trendconv.parsing.manifest import start_parse, write_manifest
+from trendconv.parsing.reuse import OK, foreign_warnings, remove_orphans, status_of
+from trendconv.parsing.tasks import ParseTask, parse_chunk, source_stats
 from trendconv.summaries import ParseSummary
 
 CHUNK_BYTES, CHUNK_TASKS = 2 * 1024 * 1024, 64

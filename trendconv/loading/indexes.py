@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trendconv.load import connection, schema
+from trendconv.loading import connection, schema
 
 
 def build_indexes(conn: connection.Connection, trend_stat1: list[tuple[str, str, str]] | None = None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from trendconv import shards
 from trendconv.errors import DataError, cannot_write, plural
 from trendconv.formats import Format
-from trendconv.parse.tasks import ParseTask, source_stats
+from trendconv.parsing.tasks import ParseTask, source_stats
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 STATUSES = (OK, STALE, CORRUPT, MISSING)

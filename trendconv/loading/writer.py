@@ -7,8 +7,8 @@ import threading
 
 import pyarrow as pa
 
-from trendconv.load import connection
-from trendconv.load.insert import insert_trend
+from trendconv.loading import connection
+from trendconv.loading.insert import insert_trend
 
 
 class Writer:

@@ -8,7 +8,7 @@ databases that any SQLite reads; the plugin and the tests read them with Python'
 `Connection` keeps the part of the sqlite3 interface the builders use, with its transactions: a
 statement other than a PRAGMA opens one if none is open, and `commit` ends it.
 
-Where trendconv's SQLite extension `trendconv_columns` was built (trendconv/load/_columns.c), each
+Where trendconv's SQLite extension `trendconv_columns` was built (trendconv/loading/_columns.c), each
 connection loads it, and `insert_columns` runs an INSERT over Arrow arrays read by SQLite straight from
 their buffers. Without it, the builders bind the same rows as Python values, more slowly.
 """

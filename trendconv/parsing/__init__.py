@@ -4,10 +4,10 @@
 records a finished parse.
 """
 
-from trendconv.parse.manifest import read_manifest, start_parse, write_manifest
-from trendconv.parse.reuse import CORRUPT, MISSING, OK, STALE, status_of
-from trendconv.parse.runner import plan, run_parse
-from trendconv.parse.tasks import ParseTask, parse_chunk, parse_task
+from trendconv.parsing.manifest import read_manifest, start_parse, write_manifest
+from trendconv.parsing.reuse import CORRUPT, MISSING, OK, STALE, status_of
+from trendconv.parsing.runner import plan, run_parse
+from trendconv.parsing.tasks import ParseTask, parse_chunk, parse_task
 
 __all__ = [
     "CORRUPT",

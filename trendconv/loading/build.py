@@ -13,8 +13,8 @@ from trendconv import interrupt
 from trendconv.errors import OutputError, make_directory, os_reason
 from trendconv.executors import alive
 from trendconv.faults import fault_point
-from trendconv.load import connection, schema
-from trendconv.load.indexes import build_indexes
+from trendconv.loading import connection, schema
+from trendconv.loading.indexes import build_indexes
 from trendconv.summaries import LoadSummary
 
 DB_MODE = 0o640

@@ -3,7 +3,7 @@ writing every metric's tags in one block of ids."""
 
 from __future__ import annotations
 
-from trendconv.load import connection, schema
+from trendconv.loading import connection, schema
 from trendconv.summaries import LoadSummary
 
 INDEX, DEFAULT, LAYER, MODULE, FUNCTION = "index", "default", "layer", "module", "function"

@@ -8,7 +8,7 @@ from itertools import chain
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trendconv.load import connection, schema
+from trendconv.loading import connection, schema
 
 # Trend rows per INSERT statement, at most: with 8 to 18 columns this stays under SQLite's oldest limit of
 # 999 parameters per statement.
