@@ -20,9 +20,9 @@ from trendconv.executors import prestart
 
 
 def run(source: Path, out: Path, workers: int, executor=None, input_format: str = "dump") -> dict:
-    from trendconv import api
+    import trendconv
 
-    summary = api.run(source, out, api.ParseOptions(), workers=workers, executor=executor, input_format=input_format)
+    [summary] = trendconv.convert(source, out, format=input_format, workers=workers, executor=executor)
     return {
         "seconds": summary.seconds,
         "rows": summary.load.rows,
@@ -34,25 +34,23 @@ def run(source: Path, out: Path, workers: int, executor=None, input_format: str 
 
 
 def parse(source: Path, out: Path, workers: int) -> dict:
-    from trendconv import api
+    import trendconv
 
     started = time.perf_counter()
-    summary = api.parse(source, api.default_work(out), api.ParseOptions(), workers=workers, input_format="dump")
+    [summary] = trendconv.parse(source, out / ".trendconv", format="dump", workers=workers)
     return {"seconds": {"total": time.perf_counter() - started, "scan": summary.scan_seconds}, "rows": summary.rows}
 
 
 def load(source: Path, out: Path, workers: int) -> dict:
-    from trendconv import api
+    import trendconv
 
     started = time.perf_counter()
-    summary = api.load(source, out, input_format="dump")
+    [summary] = trendconv.load(source, out)
     return {"seconds": {"total": time.perf_counter() - started}, "rows": summary.rows}
 
 
 def dask(source: Path, out: Path, workers: int) -> dict:
-    from trendconv import api
-
-    return run(source, out, workers, api.make_executor("dask", None, workers))
+    return run(source, out, workers, "dask")
 
 
 def monitor(source: Path, out: Path, workers: int) -> dict:

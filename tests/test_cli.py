@@ -117,13 +117,13 @@ def test_diff_of_a_missing_file(tmp_path):
 def test_progress_bars_only_on_a_terminal_and_not_quiet(monkeypatch):
     from trendconv.cli import report
 
-    assert report.RunProgress(enabled=True)._progress is None  # pytest's stderr is not a terminal
+    assert report.Bars(("parse", "load"), enabled=True)._progress is None  # pytest's stderr is not a terminal
     monkeypatch.setattr(report.sys.stderr, "isatty", lambda: True)
-    assert report.RunProgress(enabled=False)._progress is None
-    bars = report.RunProgress(enabled=True)
+    assert report.Bars(("parse", "load"), enabled=False)._progress is None
+    bars = report.Bars(("parse", "load"), enabled=True)
     with bars:
-        bars.plan([1, 2])
-        bars.parsed(None, None, False)
-        bars.loaded(None)
-        bars.loaded(None)
+        bars.planned("dump", 2)
+        bars.parsed("dump", reused=False)
+        bars.loaded("dump")
+        bars.loaded("dump")
     assert [(t.description, t.completed, t.total) for t in bars._progress.tasks] == [("parse", 1, 2), ("load ", 2, 2)]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import make_data
+from helpers import invoke, make_data
 
+import trendconv
 from trendconv import api, faults
 from trendconv.errors import UsageError
 
@@ -20,9 +21,7 @@ def shard_bytes(work: Path) -> dict[str, bytes]:
 def test_dask_gives_the_same_shards_and_database(tmp_path):
     data = make_data(tmp_path, steps=2, ranks=3)
     local = api.run(data, tmp_path / "local", api.ParseOptions(), workers=2, input_format="dump")
-    dask = api.run(
-        data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2), input_format="dump"
-    )
+    [dask] = trendconv.convert(data, tmp_path / "dask", format="dump", executor="dask", workers=2)
     assert (dask.parse.parsed, dask.parse.reused) == (6, 0)
     assert shard_bytes(tmp_path / "dask" / ".trendconv") == shard_bytes(tmp_path / "local" / ".trendconv")
     assert dask.load.db.read_bytes() == local.load.db.read_bytes()
@@ -35,21 +34,18 @@ def test_a_worker_killed_mid_task_is_retried(tmp_path, monkeypatch):
     # the worker processes inherit these: the first one to reach the point dies, once
     monkeypatch.setenv(faults.ENV, "parse-before-write")
     monkeypatch.setenv(faults.ONCE_ENV, str(marker))
-    summary = api.run(
-        data, tmp_path / "dask", api.ParseOptions(), executor=api.make_executor("dask", None, 2), input_format="dump"
-    )
+    [summary] = trendconv.convert(data, tmp_path / "dask", format="dump", executor="dask", workers=2)
     assert marker.exists()
     assert summary.parse.parsed == 4
     assert summary.load.db.read_bytes() == clean
 
 
-def test_scheduler_needs_the_dask_executor():
-    with pytest.raises(UsageError) as raised:
-        api.make_executor("local", "tcp://127.0.0.1:8786", None)
-    assert str(raised.value) == "--scheduler goes with --executor dask"
+def test_scheduler_needs_the_dask_executor(tmp_path):
+    result = invoke("run", make_data(tmp_path), "--db", tmp_path / "out", "--scheduler", "tcp://127.0.0.1:8786")
+    assert (result.exit_code, result.stderr) == (2, "error: --scheduler goes with --executor dask\n")
 
 
-def test_without_dask_installed_the_error_says_how_to_install(monkeypatch):
+def test_without_dask_installed_the_error_says_how_to_install(tmp_path, monkeypatch):
     import builtins
 
     real_import = builtins.__import__
@@ -61,5 +57,10 @@ def test_without_dask_installed_the_error_says_how_to_install(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_distributed)
     with pytest.raises(UsageError) as raised:
-        api.make_executor("dask", None, 2)
-    assert str(raised.value) == "--executor dask needs Dask: pip install 'trendconv[dask]'"
+        trendconv.convert(make_data(tmp_path), tmp_path / "out", executor="dask")
+    assert str(raised.value) == "`executor='dask'` needs Dask: pip install 'trendconv[dask]'"
+    result = invoke("run", tmp_path / "data", "--db", tmp_path / "out", "--executor", "dask")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: --executor dask needs Dask: pip install 'trendconv[dask]'\n",
+    )

@@ -22,6 +22,7 @@ from trendconv.formats import FORMATS
 from trendconv.formats.monitor import metrics, rules
 from trendconv.formats.monitor.scan import scan_monitor
 from trendconv.loading import connection, schema
+from trendconv.summaries import ConvertSummary
 
 
 def names(found) -> list[str]:
@@ -44,7 +45,7 @@ def example(tmp_path: Path) -> Path:
     return data
 
 
-def convert(data: Path, out: Path, *, micro_step: bool = True, workers: int = 1, **kwargs) -> api.RunSummary:
+def convert(data: Path, out: Path, *, micro_step: bool = True, workers: int = 1, **kwargs) -> ConvertSummary:
     options = api.ParseOptions(micro_step=micro_step, **kwargs)
     return api.run(data, out, options, workers=workers, input_format="monitor")
 

@@ -21,6 +21,7 @@ from reference import run_msprobe
 from datagen.monitor import generate
 from trendconv import api
 from trendconv.comparison import diff_databases
+from trendconv.summaries import ConvertSummary
 
 pytestmark = pytest.mark.reference  # runs msprobe data2db: `-m 'not reference'` skips these
 
@@ -40,7 +41,7 @@ def convert_both(data: Path, root: Path, *, micro_step: bool, mapping: Path | No
     return reference, ours
 
 
-def assert_same_as_reference(data: Path, root: Path, **kwargs) -> api.RunSummary:
+def assert_same_as_reference(data: Path, root: Path, **kwargs) -> ConvertSummary:
     reference, ours = convert_both(data, root, **kwargs)
     report = diff_databases(reference, ours.load.db)
     assert report.equal, report.format()

@@ -22,7 +22,7 @@ from trendconv.parsing import read_manifest
 
 INT64 = "an integer from -9223372036854775808 to 9223372036854775807"
 COUNT = "an integer from 0 to 9223372036854775807"
-AGAIN = "run `trendconv parse` again"
+AGAIN = "run `trendconv parse` again"  # as the CLI words it; the library: "run `trendconv.parse()` again"
 DUMP_SHARD = Path(".trendconv/dump/shards/step0_rank0.parquet")
 MONITOR_SHARD = Path(f".trendconv/monitor/shards/{RUN}/actv_0-1.csv.parquet")
 
@@ -258,8 +258,8 @@ def test_monitor_step_slots_beyond_64_bits(out):
         api.load(out / ".trendconv", out, input_format="monitor")
     assert str(caught.value) == (
         f"{RUN}/actv_0-1.csv: step 1, micro_step 4611686018427387904: with the micro-step slots of the steps before, "
-        "the global steps reach 9223372036854775808, beyond a 64-bit integer (--no-micro-step keeps the original step "
-        "numbers)"
+        "the global steps reach 9223372036854775808, beyond a 64-bit integer (`micro_step=False` keeps the original "
+        "step numbers)"
     )
 
 
@@ -381,7 +381,7 @@ def test_a_fifo_in_place_of_a_shard_is_never_opened(out):
     assert (loaded.exit_code, loaded.stderr) == (1, f"error: {shard}: shard missing; {AGAIN} to rebuild it\n")
     with pytest.raises(DataError) as caught:
         shards.read_meta(shard, FORMATS["dump"])
-    assert str(caught.value) == f"{shard}: not a readable trendconv shard (not a file); {AGAIN}"
+    assert str(caught.value) == f"{shard}: not a readable trendconv shard (not a file); run `trendconv.parse()` again"
 
 
 # --- files under the shard directory that trendconv did not write -------------------------------------------------
@@ -529,10 +529,10 @@ def test_load_of_both_formats_replaces_both_or_neither(out, monkeypatch):
 
 def test_progress_bars_start_over_for_each_format(monkeypatch):
     monkeypatch.setattr(report.sys.stderr, "isatty", lambda: True)
-    progress = report.RunProgress(enabled=True)
+    progress = report.Bars(("parse", "load"), enabled=True)
     with progress:
-        progress.plan(["step0", "step1"])
-        progress.parsed(None, None, None)
-        progress.plan(["actv", "grad", "other"])
+        progress.planned("dump", 2)
+        progress.parsed("dump", reused=False)
+        progress.planned("monitor", 3)
         bars = [(task.description, task.total, task.completed) for task in progress._progress.tasks]
     assert bars == [("parse", 3, 0), ("load ", 3, 0)]

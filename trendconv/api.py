@@ -1,7 +1,8 @@
-"""The stages wired together per format: parse, load and run (both at once), as the CLI and tests call them.
+"""The stages wired together per format: parse, load and run (both at once), under WORK's lock.
 
-Format-blind: each function works on the format named by `input_format` (trendconv.formats); the `_all` variants
-on every format asked for, or found.
+The public API (trendconv.library) and the tests call these. Format-blind: `parse`, `load` and `run` work on the
+format named by `input_format` (trendconv.formats); the `_all` variants on every format asked for, or found, and
+replace their databases all together or not at all.
 """
 
 from __future__ import annotations
@@ -9,25 +10,24 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from trendconv import formats, shards, workdir
+from trendconv import formats, workdir
 from trendconv.errors import DataError, TrendconvError, UsageError
-from trendconv.executors import Executor, default_workers, prestart
+from trendconv.executors import Executor, prestart
 from trendconv.faults import fault_point
 from trendconv.formats import Builder, Format
 from trendconv.jsonfile import read_python_json
 from trendconv.loading.build import publish_all
 from trendconv.loading.stage import Feeder, stage_shards
 from trendconv.options import ParseOptions
-from trendconv.parsing import ParseTask, read_manifest, run_parse
+from trendconv.parsing import read_manifest, run_parse
+from trendconv.progress import Progress
 from trendconv.scan import is_file
-from trendconv.summaries import LoadSummary, ParseSummary
+from trendconv.summaries import ConvertSummary, LoadSummary, ParseSummary
 
 __all__ = [
     "ParseOptions",
-    "RunSummary",
     "default_work",
     "formats_in_data",
     "formats_in_work",
@@ -35,7 +35,6 @@ __all__ = [
     "load",
     "load_all",
     "load_mapping",
-    "make_executor",
     "parse",
     "parse_all",
     "run",
@@ -43,24 +42,11 @@ __all__ = [
 ]
 
 DEFAULT_WORK = ".trendconv"
-MAX_LOCAL_DASK_WORKERS = 128
-
-
-def make_executor(kind: str, scheduler: str | None, workers: int | None) -> Executor | None:
-    """None means the local default (inline for one worker, else a process pool)."""
-    if kind == "local":
-        if scheduler:
-            raise UsageError("--scheduler goes with --executor dask")
-        return None
-    if kind == "dask":
-        from trendconv.executors.dask import DaskExecutor
-
-        return DaskExecutor(scheduler, workers=workers or default_workers(MAX_LOCAL_DASK_WORKERS))
-    raise UsageError(f"--executor {kind!r}: expected 'local' or 'dask'")
+_SILENT = Progress()
 
 
 def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
-    """A --mapping file: a JSON object of string → string, applied in file order."""
+    """A mapping file: a JSON object of string → string, applied in file order."""
     if path is None or str(path) == "":
         return ()
     try:
@@ -74,6 +60,10 @@ def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
     if "" in mapping:
         raise UsageError(f"{path}: a mapping key must not be empty")
     return tuple(mapping.items())
+
+
+def default_work(out_dir: Path) -> Path:
+    return out_dir / DEFAULT_WORK
 
 
 def formats_in_data(data: Path, input_format: str) -> list[Format]:
@@ -92,6 +82,17 @@ def formats_in_work(work: Path) -> list[Format]:
     return finished or started or list(parts)[:1]
 
 
+def forget_other_formats(work: Path, chosen: list[Format]) -> None:
+    """WORK is to hold only the CHOSEN formats: a later `load` must not load an older parse of another format."""
+    with workdir.locked(work):
+        for fmt in formats.FORMATS.values():
+            if fmt not in chosen:
+                workdir.forget_manifest(workdir.found_part(work, fmt))
+
+
+# ---- parse
+
+
 def parse(
     data: Path,
     work: Path,
@@ -99,13 +100,24 @@ def parse(
     *,
     input_format: str,
     workers: int | None = None,
-    **kwargs,
+    executor: Executor | None = None,
+    progress: Progress = _SILENT,
 ) -> ParseSummary:
-    """Parse DATA's INPUT_FORMAT data into shards under WORK (see trendconv.parsing.run_parse for the callbacks)."""
-    if kwargs.get("executor") is None:
+    """Parse DATA's INPUT_FORMAT data into shards under WORK."""
+    if executor is None:
         prestart(workers)
+    fmt = formats.get(input_format)
     with workdir.locked(work):
-        return run_parse(data, work, options, formats.get(input_format), workers=workers, **kwargs)
+        return run_parse(
+            data,
+            work,
+            options,
+            fmt,
+            workers=workers,
+            executor=executor,
+            on_plan=lambda tasks: progress.planned(fmt.name, len(tasks)),
+            on_shard=lambda task, meta, reused: progress.parsed(fmt.name, reused=reused),
+        )
 
 
 def parse_all(data: Path, work: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[ParseSummary]:
@@ -115,12 +127,7 @@ def parse_all(data: Path, work: Path, options: ParseOptions, *, input_format: st
     return [parse(data, work, options, input_format=fmt.name, **kwargs) for fmt in chosen]
 
 
-def forget_other_formats(work: Path, chosen: list[Format]) -> None:
-    """WORK is to hold only the CHOSEN formats: a later `load` must not load an older parse of another format."""
-    with workdir.locked(work):
-        for fmt in formats.FORMATS.values():
-            if fmt not in chosen:
-                workdir.forget_manifest(workdir.found_part(work, fmt))
+# ---- load
 
 
 def load(work: Path, out_dir: Path, *, input_format: str, **kwargs) -> LoadSummary:
@@ -134,30 +141,25 @@ def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
 
 
 def _load_formats(
-    work: Path,
-    out_dir: Path,
-    chosen: list[Format],
-    *,
-    index: bool = True,
-    on_plan: Callable[[list[shards.Shard]], None] | None = None,
-    on_shard: Callable[[shards.Shard], None] | None = None,
+    work: Path, out_dir: Path, chosen: list[Format], *, index: bool = True, progress: Progress = _SILENT
 ) -> list[LoadSummary]:
     """Load each of CHOSEN, WORK locked once for all of them; every manifest is read before any build starts."""
     if not work.is_dir():
         raise UsageError(f"{work}: WORK does not exist")
     with workdir.locked(work):
         shard_lists = [read_manifest(work, fmt) for fmt in chosen]
+        stages = [
+            (fmt, functools.partial(_stage_load, fmt, shard_list, out_dir, index, progress))
+            for fmt, shard_list in zip(chosen, shard_lists)
+        ]
+        return all_or_nothing(stages)
 
-        def stage(fmt: Format, shard_list: list[shards.Shard]) -> Callable[[], tuple]:
-            def build():
-                if on_plan:
-                    on_plan(shard_list)
-                builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard)
-                return builder.summary, builder
 
-            return build
-
-        return all_or_nothing([(fmt, stage(fmt, shard_list)) for fmt, shard_list in zip(chosen, shard_lists)])
+def _stage_load(fmt: Format, shard_list: list, out_dir: Path, index: bool, progress: Progress) -> tuple:
+    progress.planned(fmt.name, len(shard_list))
+    on_shard = lambda shard: progress.loaded(fmt.name)  # noqa: E731 - one line, named for what it is
+    builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard)
+    return builder.summary, builder
 
 
 def all_or_nothing(stages: list[tuple[Format, Callable[[], tuple]]]) -> list:
@@ -180,7 +182,7 @@ def all_or_nothing(stages: list[tuple[Format, Callable[[], tuple]]]) -> list:
 
 def _note_unreplaced(exc: TrendconvError, staged: list[tuple], failed: Format) -> None:
     """The warnings of the formats built before the failure, and that their databases were left as they were."""
-    earlier = [warning for summary, _ in staged for warning in _warnings_of(summary)]
+    earlier = [warning for summary, _ in staged for warning in summary.warnings]
     unreplaced = [
         f"{builder.final}: {'left unchanged' if builder.final.exists() else 'not written'}: the {failed.name} data "
         "failed, and the databases of all formats are replaced together or not at all"
@@ -189,43 +191,19 @@ def _note_unreplaced(exc: TrendconvError, staged: list[tuple], failed: Format) -
     exc.warnings = [*earlier, *exc.warnings, *unreplaced]
 
 
-def _warnings_of(summary) -> list[str]:
-    if isinstance(summary, RunSummary):
-        return summary.parse.warnings + summary.load.warnings
-    return summary.warnings
+# ---- run: parse and load at once
 
 
-@dataclass
-class RunSummary:
-    parse: ParseSummary
-    load: LoadSummary
-    work: Path
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
-def default_work(out_dir: Path) -> Path:
-    return out_dir / DEFAULT_WORK
-
-
-def run(
-    data: Path,
-    out_dir: Path,
-    options: ParseOptions,
-    *,
-    input_format: str,
-    work: Path | None = None,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    **kwargs,
-) -> RunSummary:
-    """Parse and load at once (see `run_all` and `_stage_run`)."""
+def run(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> ConvertSummary:
+    """Parse and load the INPUT_FORMAT data of DATA (see `run_all`)."""
+    work, workers, executor = kwargs.pop("work", None), kwargs.pop("workers", None), kwargs.pop("executor", None)
     chosen = [formats.get(input_format)]
     return _run_formats(data, out_dir, options, chosen, work, workers, executor, kwargs)[0]
 
 
-def run_all(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[RunSummary]:
+def run_all(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[ConvertSummary]:
     """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR: all of them
-    are replaced, or none (see `all_or_nothing`)."""
+    are replaced, or none (see `all_or_nothing`). KWARGS: work, workers, executor, index, progress."""
     chosen = formats_in_data(data, input_format)
     work, workers, executor = kwargs.pop("work", None), kwargs.pop("workers", None), kwargs.pop("executor", None)
     forget_other_formats(work or default_work(out_dir), chosen)
@@ -241,8 +219,8 @@ def _run_formats(
     workers: int | None,
     executor: Executor | None,
     kwargs: dict,
-) -> list[RunSummary]:
-    """Run each of CHOSEN (KWARGS: `index` and the callbacks of `_stage_run`), WORK locked once for all of them."""
+) -> list[ConvertSummary]:
+    """Run each of CHOSEN (KWARGS: `index` and `progress` of `_stage_run`), WORK locked once for all of them."""
     work = work or default_work(out_dir)
     if executor is None:
         prestart(workers)
@@ -264,24 +242,24 @@ def _stage_run(
     fmt: Format,
     *,
     index: bool = True,
-    on_plan: Callable[[list[ParseTask]], None] | None = None,
-    on_parsed: Callable[[ParseTask, dict, bool], None] | None = None,
-    on_loaded: Callable[[shards.Shard], None] | None = None,
-) -> tuple[RunSummary, Builder]:
+    progress: Progress = _SILENT,
+) -> tuple[ConvertSummary, Builder]:
     """One format's parse and load, its database complete at its temporary path (WORK is locked). A streaming
     format's builder takes each shard, in order, as soon as it is ready."""
     started = time.perf_counter()
-    feeder = Feeder(fmt, fmt.builder(out_dir, index=index), on_loaded)
+    feeder = Feeder(fmt, fmt.builder(out_dir, index=index), lambda shard: progress.loaded(fmt.name))
+
+    def planned(tasks: list) -> None:
+        feeder.plan(tasks)
+        progress.planned(fmt.name, len(tasks))
+
+    def ready(task, meta: dict, reused: bool) -> None:
+        progress.parsed(fmt.name, reused=reused)
+        feeder.shard_ready(task, meta)
+
     try:
         parsed = run_parse(
-            data,
-            work,
-            options,
-            fmt,
-            workers=workers,
-            executor=executor,
-            on_plan=_both(feeder.plan, on_plan),
-            on_shard=_both(lambda task, meta, reused: feeder.shard_ready(task, meta), on_parsed),
+            data, work, options, fmt, workers=workers, executor=executor, on_plan=planned, on_shard=ready
         )
         parse_done = time.perf_counter()
         fault_point("run-between-stages")
@@ -289,23 +267,11 @@ def _stage_run(
     except BaseException:
         feeder.builder.abort()
         raise
-    finished = time.perf_counter()
     seconds = {
         "scan": parsed.scan_seconds,
         "parse": parse_done - started - parsed.scan_seconds,
         "load": feeder.seconds + feeder.builder.seconds["finish"],
         "index": feeder.builder.seconds["index"],
-        "total": finished - started,
+        "total": time.perf_counter() - started,
     }
-    return RunSummary(parsed, loaded, work, seconds), feeder.builder
-
-
-def _both(first: Callable, second: Callable | None) -> Callable:
-    if second is None:
-        return first
-
-    def call(*args):
-        first(*args)
-        second(*args)
-
-    return call
+    return ConvertSummary(parsed, loaded, work, seconds), feeder.builder

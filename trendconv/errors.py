@@ -63,7 +63,7 @@ def internal_error(exc: BaseException, doing: str) -> InternalError:
     line = _code_line(exc)
     return InternalError(
         f"internal error while {doing}: {type(exc).__name__}: {exc}{f' (at {line})' if line else ''}; a "
-        f"trendconv bug, not a data error: please report it with the traceback `trendconv --debug ...` shows",
+        f"trendconv bug, not a data error: please report it with its traceback (the error's `detail`)",
         detail=detail,
     )
 

@@ -23,7 +23,7 @@ SHARD_FORMAT = 2
 INT64 = (-(2**63), 2**63 - 1)  # what SQLite's INTEGER and the shards' int64 columns hold
 COUNT = (0, 2**63 - 1)
 SHARD_SUFFIX = ".parquet"
-AGAIN = "run `trendconv parse` again"  # what fixes a document in WORK that is not what trendconv wrote
+AGAIN = "run `trendconv.parse()` again"  # what fixes a document in WORK that is not what trendconv wrote
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 Check = Callable[[object, str], None]

@@ -37,3 +37,21 @@ class LoadSummary:
     tag_links: int = 0
     size: int = 0  # bytes
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ConvertSummary:
+    """One format converted: its parse and its load (`trendconv.convert`, `trendconv run`)."""
+
+    parse: ParseSummary
+    load: LoadSummary
+    work: Path  # the WORK directory the shards are kept in
+    seconds: dict[str, float] = field(default_factory=dict)  # scan, parse, load, index and total wall seconds
+
+    @property
+    def format(self) -> str:
+        return self.parse.format
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.parse.warnings + self.load.warnings

@@ -1,4 +1,5 @@
-"""The `trendconv` command line: a thin typer layer over trendconv.api.
+"""The `trendconv` command line: a thin typer layer over the library (trendconv.library), which words its
+errors as flags (trendconv.cli.report).
 
 The library (pyarrow, the loader) is imported inside the commands, not here: `parse` and `run` first start
 the worker pool's forkserver, which then imports the parser on another core while this process imports the
@@ -17,7 +18,7 @@ from typer.exceptions import TyperException
 
 from trendconv import __version__, formats, interrupt
 from trendconv.cli import report
-from trendconv.errors import DataError, ExitStatus, InternalError, TrendconvError, internal_error
+from trendconv.errors import ExitStatus, InternalError, TrendconvError, UsageError, internal_error
 from trendconv.executors import MAX_WORKERS, prestart
 
 app = typer.Typer(
@@ -99,7 +100,10 @@ DataArgument = Annotated[
 ]
 DbOption = Annotated[
     Path,
-    typer.Option("--db", help="Output directory: DB/dump_data.trend.db and/or DB/monitor_data.trend.db."),
+    typer.Option(
+        "--db",
+        help="Output directory: " + " and/or ".join(f"DB/{fmt.db_name}" for fmt in formats.FORMATS.values()) + ".",
+    ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars and no summary; errors only.")]
 NoIndex = Annotated[
@@ -187,25 +191,21 @@ def parse(
     Example: trendconv parse ./dump --work ./work --workers 4
     """
     _prestart(executor, workers)
-    from trendconv import api
+    import trendconv
 
-    options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
-    chosen = api.make_executor(executor, scheduler, workers)
-    found = api.formats_in_data(data, input_format)
-    api.forget_other_formats(work, found)
-    for fmt in found:
-        with report.ParseProgress(enabled=not quiet) as progress:
-            summary = api.parse(
-                data,
-                work,
-                options,
-                workers=workers,
-                executor=chosen,
-                input_format=fmt.name,
-                on_plan=progress.plan,
-                on_shard=progress.shard,
-            )
-        report.finish(report.print_parse_summary, summary, summary.warnings, quiet=quiet)
+    with report.Bars(("parse",), enabled=not quiet) as bars:
+        summaries = trendconv.parse(
+            data,
+            work,
+            format=input_format,
+            workers=workers,
+            micro_step=micro_step,
+            mapping=_mapping(mapping),
+            executor=_executor(executor, scheduler, workers),
+            progress=bars,
+        )
+    for summary in summaries:
+        report.finish(report.print_parse_summary, summary, quiet=quiet)
 
 
 @app.command()
@@ -222,12 +222,12 @@ def load(
 
     Example: trendconv load ./work --db ./out
     """
-    from trendconv import api
+    import trendconv
 
-    with report.LoadProgress(enabled=not quiet) as progress:
-        summaries = api.load_all(work, db, index=not no_index, on_shard=progress.shard, on_plan=progress.plan)
+    with report.Bars(("load",), enabled=not quiet) as bars:
+        summaries = trendconv.load(work, db, index=not no_index, progress=bars)
     for summary in summaries:
-        report.finish(report.print_load_summary, summary, summary.warnings, quiet=quiet)
+        report.finish(report.print_load_summary, summary, quiet=quiet)
     _warn_if_refused(db)
 
 
@@ -253,19 +253,16 @@ def run(
     Example: trendconv run ./dump --db ./out --workers 4
     """
     _prestart(executor, workers)
-    from trendconv import api
-
-    options = api.ParseOptions(micro_step=micro_step, mapping=api.load_mapping(mapping))
-    chosen = api.make_executor(executor, scheduler, workers)
-    _run(
+    _convert(
         data,
         db,
-        options,
-        input_format,
+        format=input_format,
         work=work,
         workers=workers,
-        executor=chosen,
+        micro_step=micro_step,
+        mapping=_mapping(mapping),
         index=not no_index,
+        executor=_executor(executor, scheduler, workers),
         quiet=quiet,
     )
 
@@ -275,26 +272,31 @@ def _prestart(executor: str, workers: int | None) -> None:
         prestart(workers)
 
 
-def _run(data, db, options, input_format, *, work, workers, index, quiet, executor=None) -> None:
-    from trendconv import api
+def _mapping(path: Path | None) -> Path | None:
+    """--mapping '' is no mapping, as in msprobe."""
+    return None if path is None or str(path) == "" else path
 
-    with report.RunProgress(enabled=not quiet) as progress:
-        summaries = api.run_all(
-            data,
-            db,
-            options,
-            input_format=input_format,
-            work=work,
-            workers=workers,
-            executor=executor,
-            index=index,
-            on_plan=progress.plan,
-            on_parsed=progress.parsed,
-            on_loaded=progress.loaded,
-        )
+
+def _executor(kind: str, scheduler: str | None, workers: int | None):
+    """--executor and --scheduler as the library's `executor`: None for the local pool, or a Dask executor."""
+    if kind == "local":
+        if scheduler:
+            raise UsageError("--scheduler goes with --executor dask")
+        return None
+    if kind == "dask":
+        from trendconv.executors.dask import DaskExecutor, local_workers
+
+        return DaskExecutor(scheduler, workers=local_workers(workers))
+    raise UsageError(f"--executor {kind!r}: expected 'local' or 'dask'")
+
+
+def _convert(data: Path, db: Path, *, quiet: bool, **options) -> None:
+    import trendconv
+
+    with report.Bars(("parse", "load"), enabled=not quiet) as bars:
+        summaries = trendconv.convert(data, db, progress=bars, **options)
     for summary in summaries:
-        warnings = summary.parse.warnings + summary.load.warnings
-        report.finish(report.print_run_summary, summary, warnings, quiet=quiet)
+        report.finish(report.print_run_summary, summary, quiet=quiet)
     _warn_if_refused(db)
 
 
@@ -346,9 +348,10 @@ def inspect(
 
     Example: trendconv inspect ./out/.trendconv --json
     """
+    import trendconv
     from trendconv import inspection
 
-    document = inspection.inspect_work(work, input_format)
+    document = trendconv.inspect(work, format=input_format)
     if as_json:
         typer.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
     else:
@@ -369,14 +372,11 @@ def diff(
 
     Example: trendconv diff msprobe_out/dump_data.trend.db out/dump_data.trend.db
     """
-    from trendconv import comparison
+    import trendconv
 
-    try:
-        report_ = comparison.diff_databases(a, b, limit=limit, ids=ids)
-    except comparison.DiffError as exc:
-        raise DataError(str(exc)) from None
-    typer.echo(report_.format())
-    if not report_.equal:
+    found = trendconv.diff(a, b, limit=limit, ids=ids)
+    typer.echo(found.format())
+    if not found.equal:
         raise typer.Exit(int(ExitStatus.DATA_ERROR))
 
 
@@ -408,10 +408,16 @@ def data2db(
     Example: trendconv data2db --data ./dump --db ./out --micro_step true --process_num 4
     """
     prestart(process_num)
-    from trendconv import api
-
-    options = api.ParseOptions(micro_step=_msprobe_bool(micro_step), mapping=api.load_mapping(mapping))
-    _run(data, db, options, input_format, work=None, workers=process_num, index=True, quiet=False)
+    micro_step_mode = _msprobe_bool(micro_step)
+    _convert(
+        data,
+        db,
+        format=input_format,
+        workers=process_num,
+        micro_step=micro_step_mode,
+        mapping=_mapping(mapping),
+        quiet=False,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+import trendconv.progress
 from trendconv import formats
 from trendconv.errors import DEBUG_ENV, plural
 
@@ -24,23 +25,38 @@ def debugging() -> bool:
     return debug or os.environ.get(DEBUG_ENV, "0") not in ("", "0")
 
 
+# The library names the fix of a problem in Python terms (trendconv.library); the command line names its own.
+CLI_WORDS = {
+    "`trendconv.parse()`": "`trendconv parse`",
+    "`micro_step=False`": "--no-micro-step",
+    "`executor='dask'`": "--executor dask",
+    "with its traceback (the error's `detail`)": "with the traceback `trendconv --debug ...` shows",
+}
+
+
+def in_cli_words(message: str) -> str:
+    for library, cli in CLI_WORDS.items():
+        message = message.replace(library, cli)
+    return message
+
+
 def print_error(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {in_cli_words(message)}", err=True)
 
 
 def print_warnings(warnings: list[str]) -> None:
     for warning in warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {in_cli_words(warning)}", err=True)
 
 
-def finish(print_summary, summary, warnings: list[str], *, quiet: bool) -> None:
+def finish(print_summary, summary, *, quiet: bool) -> None:
     """Warnings always; the summary unless --quiet."""
-    print_warnings(warnings)
+    print_warnings(summary.warnings)
     if not quiet:
         print_summary(summary)
 
 
-def _new_progress() -> Progress:
+def _new_bars() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -51,13 +67,13 @@ def _new_progress() -> Progress:
     )
 
 
-class _Bars:
-    """Rich progress bars on stderr, one per label, shown only on a terminal and when not --quiet."""
+class Bars(trendconv.progress.Progress):
+    """Rich progress bars on stderr, one per stage the command runs ("parse", "load"), shown only on a terminal
+    and when not --quiet."""
 
-    labels: tuple[str, ...] = ()
-
-    def __init__(self, *, enabled: bool):
-        self._progress = _new_progress() if enabled and sys.stderr.isatty() else None
+    def __init__(self, stages: tuple[str, ...], *, enabled: bool):
+        self._stages = stages
+        self._progress = _new_bars() if enabled and sys.stderr.isatty() else None
         self._bars: dict[str, object] = {}
 
     def __enter__(self):
@@ -69,42 +85,22 @@ class _Bars:
         if self._progress:
             self._progress.stop()
 
-    def plan(self, items: list) -> None:
-        """New bars for ITEMS; those of an earlier plan (another input format) go."""
+    def planned(self, format: str, units: int) -> None:
+        """New bars; those of the format before go."""
         if self._progress:
             for bar in self._bars.values():
                 self._progress.remove_task(bar)
-            self._bars = {label: self._progress.add_task(label, total=len(items)) for label in self.labels}
+            self._bars = {stage: self._progress.add_task(stage.ljust(5), total=units) for stage in self._stages}
 
-    def _advance(self, label: str) -> None:
-        if label in self._bars:
-            self._progress.advance(self._bars[label])
-
-
-class ParseProgress(_Bars):
-    labels = ("parse",)
-
-    def shard(self, task, meta, reused) -> None:
+    def parsed(self, format: str, *, reused: bool) -> None:
         self._advance("parse")
 
+    def loaded(self, format: str) -> None:
+        self._advance("load")
 
-class LoadProgress(_Bars):
-    labels = ("load ",)
-
-    def shard(self, shard) -> None:
-        self._advance("load ")
-
-
-class RunProgress(_Bars):
-    """Two bars: parse advances as shards are ready, load as the loader takes them in order."""
-
-    labels = ("parse", "load ")
-
-    def parsed(self, task, meta, reused) -> None:
-        self._advance("parse")
-
-    def loaded(self, shard) -> None:
-        self._advance("load ")
+    def _advance(self, stage: str) -> None:
+        if stage in self._bars:
+            self._progress.advance(self._bars[stage])
 
 
 def _duplicates_lines(loaded) -> list[str]:

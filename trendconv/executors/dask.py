@@ -12,9 +12,9 @@ from typing import Any
 
 from trendconv import interrupt
 from trendconv.errors import UsageError
-from trendconv.executors import Outcome, start_resource_tracker
+from trendconv.executors import MAX_WORKERS, Outcome, default_workers, start_resource_tracker
 
-INSTALL_HINT = "--executor dask needs Dask: pip install 'trendconv[dask]'"
+INSTALL_HINT = "`executor='dask'` needs Dask: pip install 'trendconv[dask]'"
 
 
 def _distributed():
@@ -23,6 +23,11 @@ def _distributed():
     except ImportError:
         raise UsageError(INSTALL_HINT) from None
     return distributed
+
+
+def local_workers(workers: int | None) -> int:
+    """The worker processes of a local cluster: WORKERS, else one per core."""
+    return workers or default_workers(MAX_WORKERS)
 
 
 class DaskExecutor:

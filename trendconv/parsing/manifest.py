@@ -34,12 +34,12 @@ def write_manifest(part: Path, options: ParseOptions, tasks: list[ParseTask], fm
 def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
     """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it."""
     part = workdir.found_part(work, fmt)
-    unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
+    unfinished = "the parse of this WORK did not finish; run `trendconv.parse()` again"
     document = workdir.read_json_document(workdir.manifest_path(part), unfinished, schemas.manifest(fmt.name))
     directory = shards.shard_dir(part)
     found = []
     for name in document["shards"]:
         if not (directory / name).is_file():
-            raise DataError(f"{directory / name}: shard missing; run `trendconv parse` again to rebuild it")
+            raise DataError(f"{directory / name}: shard missing; run `trendconv.parse()` again to rebuild it")
         found.append(shards.read_own(directory, name, fmt))
     return sorted(found, key=lambda shard: fmt.meta_order(shard.meta))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 SHARD_FORMAT = schemas.SHARD_FORMAT
 META_KEY = b"trendconv"
 # A shard whose meta reads fine is reused by parse, so parse alone does not replace one with broken rows.
-DELETE_AGAIN = "delete it and run `trendconv parse` again"
+DELETE_AGAIN = "delete it and run `trendconv.parse()` again"
 SHARD_DIR = "shards"
 
 # The type of a shard's text columns: most values repeat, and a dictionary stores each once.

@@ -146,7 +146,7 @@ class DumpBuilder:
                     f"{_construct_json(shard.meta)}, step {shard.meta['step']}, rank {shard.meta['rank']}: micro step "
                     f"{micro_step} "
                     f"lands on global step {self._offset + micro_step}, which does not fit a 64-bit integer "
-                    f"(--no-micro-step keeps the original step numbers)"
+                    f"(`micro_step=False` keeps the original step numbers)"
                 )
         return _shifted(local, self._offset)
 
@@ -185,7 +185,8 @@ class DumpBuilder:
             _, count, construct = self._widest
             raise DataError(
                 f"{construct}: {count} micro steps; with those of the other file sets the last global step, "
-                f"{self._offset - 1}, does not fit a 64-bit integer (--no-micro-step keeps the original step numbers)"
+                f"{self._offset - 1}, does not fit a 64-bit integer (`micro_step=False` keeps the original step "
+                "numbers)"
             )
 
     def _global_stats(self) -> tuple:

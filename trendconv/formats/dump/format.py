@@ -4,16 +4,18 @@ file set, into dump_data.trend.db (docs/dump-format.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trendconv.errors import place
 from trendconv.formats.contract import Format, Scanned
-from trendconv.formats.dump import meta, scan
 from trendconv.formats.dump.metrics import METRICS
-from trendconv.formats.dump.scan import FileSet
-from trendconv.options import ParseOptions
-from trendconv.schemas import SHARD_SUFFIX
+
+if TYPE_CHECKING:
+    from trendconv.formats.dump.scan import FileSet
+    from trendconv.options import ParseOptions
 
 DB_NAME = "dump_data.trend.db"
+
+# The methods import what they use: the registry is read by `trendconv --help`, which must stay quick.
 
 
 class DumpFormat(Format):
@@ -30,10 +32,14 @@ class DumpFormat(Format):
     old_part_at_work = True
 
     def detect(self, data: Path) -> bool:
-        return scan.has_steps(data)
+        from trendconv.formats.dump.scan import has_steps
+
+        return has_steps(data)
 
     def scan(self, data: Path) -> Scanned:
-        found = scan.scan(data)
+        from trendconv.formats.dump.scan import scan
+
+        found = scan(data)
         return Scanned(found.file_sets, list(found.warnings))
 
     def sources(self, unit: FileSet, options: ParseOptions) -> list[tuple[str, Path]]:
@@ -46,6 +52,8 @@ class DumpFormat(Format):
         return _shard_name(unit.step, unit.rank)
 
     def place(self, unit: FileSet) -> str:
+        from trendconv.errors import place
+
         return place(unit.dump_json, step=unit.step, rank=unit.rank)
 
     def order(self, unit: FileSet) -> tuple:
@@ -63,10 +71,14 @@ class DumpFormat(Format):
         return shard_of(unit, options)
 
     def meta_fields(self) -> dict:
-        return meta.FIELDS
+        from trendconv.formats.dump.meta import FIELDS
+
+        return FIELDS
 
     def check_meta(self, document: dict) -> None:
-        meta.check(document)
+        from trendconv.formats.dump.meta import check
+
+        check(document)
 
     def shard_schema(self, meta: dict):
         from trendconv.formats.dump.shard import SCHEMA
@@ -89,4 +101,4 @@ class DumpFormat(Format):
 
 
 def _shard_name(step: int, rank: int) -> str:
-    return f"step{step}_rank{rank}{SHARD_SUFFIX}"
+    return f"step{step}_rank{rank}.parquet"  # schemas.SHARD_SUFFIX

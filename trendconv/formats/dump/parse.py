@@ -218,7 +218,7 @@ def _naming(file_set: FileSet, options: ParseOptions) -> _Naming:
     if not is_file(path):
         raise DataError(
             f"{path}: construct.json not found (step {file_set.step}, rank {file_set.rank}); "
-            "micro-step mode needs it, use --no-micro-step to convert without it"
+            "micro-step mode needs it, use `micro_step=False` to convert without it"
         )
     raw = read_bytes(path)
 

@@ -4,16 +4,18 @@ file, into monitor_data.trend.db (docs/monitor-format.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trendconv.errors import place
 from trendconv.formats.contract import Format, Scanned
-from trendconv.formats.monitor import meta, scan
 from trendconv.formats.monitor.metrics import METRICS
-from trendconv.formats.monitor.scan import CsvFile
-from trendconv.options import ParseOptions
-from trendconv.schemas import SHARD_SUFFIX
+
+if TYPE_CHECKING:
+    from trendconv.formats.monitor.scan import CsvFile
+    from trendconv.options import ParseOptions
 
 NAME, DB_NAME = "monitor", "monitor_data.trend.db"
+
+# The methods import what they use: the registry is read by `trendconv --help`, which must stay quick.
 
 
 class MonitorFormat(Format):
@@ -30,10 +32,14 @@ class MonitorFormat(Format):
     metric_columns = False  # nine metrics, one per file: the file's name says which
 
     def detect(self, data: Path) -> bool:
-        return scan.has_run_dirs(data)
+        from trendconv.formats.monitor.scan import has_run_dirs
+
+        return has_run_dirs(data)
 
     def scan(self, data: Path) -> Scanned:
-        found = scan.scan_monitor(data)
+        from trendconv.formats.monitor.scan import scan_monitor
+
+        found = scan_monitor(data)
         return Scanned(found.files, list(found.warnings), dict(sorted(found.skipped_files.items())))
 
     def sources(self, unit: CsvFile, options: ParseOptions) -> list[tuple[str, Path]]:
@@ -43,6 +49,8 @@ class MonitorFormat(Format):
         return _shard_name(unit.run_dir, unit.name)
 
     def place(self, unit: CsvFile) -> str:
+        from trendconv.errors import place
+
         return place(unit.path, rank=unit.rank)
 
     def order(self, unit: CsvFile) -> tuple:
@@ -60,10 +68,14 @@ class MonitorFormat(Format):
         return shard_of(unit, options)
 
     def meta_fields(self) -> dict:
-        return meta.FIELDS
+        from trendconv.formats.monitor.meta import FIELDS
+
+        return FIELDS
 
     def check_meta(self, document: dict) -> None:
-        meta.check(document)
+        from trendconv.formats.monitor.meta import check
+
+        check(document)
 
     def shard_schema(self, meta: dict):
         from trendconv.formats.monitor.shard import schema
@@ -74,7 +86,9 @@ class MonitorFormat(Format):
         return _shard_name(meta["run_dir"], meta["file"])
 
     def meta_order(self, meta: dict) -> tuple:
-        return scan.order(meta["rank"], meta["run_dir"], meta["file"], meta["metric"])
+        from trendconv.formats.monitor.scan import order
+
+        return order(meta["rank"], meta["run_dir"], meta["file"], meta["metric"])
 
     def meta_label(self, meta: dict) -> dict:
         return {"file": f"{meta['run_dir']}/{meta['file']}", "rank": meta["rank"]}
@@ -86,4 +100,4 @@ class MonitorFormat(Format):
 
 
 def _shard_name(run_dir: str, file: str) -> str:
-    return f"{run_dir}/{file}{SHARD_SUFFIX}"
+    return f"{run_dir}/{file}.parquet"  # schemas.SHARD_SUFFIX

@@ -106,5 +106,6 @@ def _check_slot(slot: int, last: tuple[int, int, str] | None) -> None:
         step, count, file = last
         raise DataError(
             f"{file}: step {step}, micro_step {count - 1}: with the micro-step slots of the steps before, "
-            f"the global steps reach {slot}, beyond a 64-bit integer (--no-micro-step keeps the original step numbers)"
+            f"the global steps reach {slot}, beyond a 64-bit integer (`micro_step=False` keeps the original step "
+            "numbers)"
         )
