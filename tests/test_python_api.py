@@ -172,6 +172,22 @@ def test_a_data_error_says_what_fixes_it_in_python_terms(tmp_path):
     assert [s.load.rows for s in trendconv.convert(data, tmp_path / "out", micro_step=False, workers=1)] == [13]
 
 
+SCRIPT = """import trendconv
+
+print("top-level code ran")
+[summary] = trendconv.convert({data!r}, "out", workers=2)
+print("rows", summary.load.rows)
+"""
+
+
+def test_a_script_without_a_main_guard_runs_with_several_workers(tmp_path):
+    """Worker processes do not run the script again: without `if __name__ == "__main__":` it converts once."""
+    data = make_data(tmp_path, steps=2, ranks=2)
+    (tmp_path / "script.py").write_text(SCRIPT.format(data=str(data)))
+    ran = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "top-level code ran\nrows 52\n", "")
+
+
 def test_importing_trendconv_imports_none_of_the_library():
     code = (
         "import sys, trendconv; trendconv.convert, trendconv.DataError, trendconv.Progress; "

@@ -13,14 +13,17 @@ itself when the main process is gone, however it ended.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
 import select
 import signal
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -62,8 +65,36 @@ class InlineExecutor:
                 yield Outcome(task, error=exc)
 
 
+class _WorkerProcess(multiprocessing.context.ForkServerProcess):
+    """A pool worker that does not run the main script again.
+
+    multiprocessing has each new process import the main module (as `__mp_main__`), so that functions defined
+    there can be unpickled. A worker runs only trendconv's own functions, and a script without an `if __name__ ==
+    "__main__":` guard would convert again, inside each worker, at every start. The main module is hidden while the
+    process is started, so the preparation it is sent names none."""
+
+    @staticmethod
+    def _Popen(process_obj):
+        with _main_hidden():
+            return multiprocessing.context.ForkServerProcess._Popen(process_obj)
+
+
+class _WorkerContext(multiprocessing.context.ForkServerContext):
+    Process = _WorkerProcess
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")  # no __file__, no __spec__: nothing to import
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def _forkserver_context() -> multiprocessing.context.BaseContext:
-    context = multiprocessing.get_context("forkserver")
+    context = _WorkerContext()
     # Workers fork from a server that has imported the parsers once, not each on its own.
     context.set_forkserver_preload(["trendconv.parsing", *_parser_modules()])
     return context
