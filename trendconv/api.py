@@ -156,9 +156,13 @@ def _load_formats(
 
 
 def _stage_load(fmt: Format, shard_list: list, out_dir: Path, index: bool, progress: Progress) -> tuple:
+    """One format's database from its shards, complete at its temporary path: (summary, builder)."""
     progress.planned(fmt.name, len(shard_list))
-    on_shard = lambda shard: progress.loaded(fmt.name)  # noqa: E731 - one line, named for what it is
-    builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard)
+
+    def loaded(shard) -> None:
+        progress.loaded(fmt.name)
+
+    builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=loaded)
     return builder.summary, builder
 
 
