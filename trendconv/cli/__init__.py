@@ -17,7 +17,15 @@ from typer.exceptions import TyperException
 
 from trendconv import __version__, interrupt
 from trendconv.cli import report
-from trendconv.errors import DataError, ExitStatus, InternalError, TrendconvError, internal_error
+from trendconv.errors import (
+    DataError,
+    ExitStatus,
+    InternalError,
+    TrendconvError,
+    UsageError,
+    internal_error,
+    require_utf8,
+)
 from trendconv.executors import MAX_WORKERS, prestart
 
 app = typer.Typer(
@@ -134,6 +142,9 @@ def _handles_errors(command):
 
 def _call(command, args, kwargs):
     """COMMAND's own result; an unexpected exception is a bug of ours, worded as one (InternalError)."""
+    for name in ("data", "work", "db"):  # recorded in WORK, or handed to Arrow and SQLite
+        if kwargs.get(name) is not None:
+            require_utf8(kwargs[name], UsageError)
     try:
         return command(*args, **kwargs)
     except (TrendconvError, typer.Exit, typer.Abort, TyperException):
