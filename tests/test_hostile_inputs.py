@@ -595,3 +595,16 @@ def test_a_monitor_name_that_is_not_utf8_is_a_data_error(tmp_path, run, name):
     result = invoke("run", tmp_path / "data", "--db", tmp_path / "out", "-j", "1", "-q")
     named = tmp_path / "data" / run / name if run == RUN else tmp_path / "data" / run
     assert (result.exit_code, result.stderr) == (1, f"error: {shown(named)}: {NOT_UTF8}\n")
+
+
+@pytest.mark.parametrize("text", ['{"net": "\\ud800"}', '{"n\\udfffet": "."}'])
+def test_a_mapping_string_with_a_lone_surrogate_is_a_usage_error(a1_data, tmp_path, text):
+    """Python's JSON reader takes the escape; encoding the string later failed as an internal error (msprobe fails
+    with a UnicodeEncodeError)."""
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text(text)
+    result = invoke("run", a1_data, "--db", tmp_path / "out", "--mapping", mapping)
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: {mapping}: a mapping string holds a lone surrogate escape (\\ud800 to \\udfff)\n",
+    )

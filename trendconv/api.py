@@ -74,6 +74,10 @@ def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
         raise UsageError(f'{path}: a mapping must be a JSON object of strings, like {{".TE": "."}}')
     if "" in mapping:
         raise UsageError(f"{path}: a mapping key must not be empty")
+    try:
+        "".join(key + value for key, value in mapping.items()).encode()
+    except UnicodeEncodeError:  # JSON lets "\\ud800" stand alone; no character is that
+        raise UsageError(f"{path}: a mapping string holds a lone surrogate escape (\\ud800 to \\udfff)") from None
     return tuple(mapping.items())
 
 
