@@ -532,3 +532,12 @@ def test_progress_bars_start_over_for_each_format(monkeypatch):
         progress.plan(["actv", "grad", "other"])
         bars = [(task.description, task.total, task.completed) for task in progress._progress.tasks]
     assert bars == [("parse", 3, 0), ("load ", 3, 0)]
+
+
+@pytest.mark.parametrize("command", [("load", "--db"), ("inspect", "--format")])
+def test_a_work_that_is_a_file_or_missing_is_named_as_such(tmp_path, command):
+    (tmp_path / "a file").write_text("not a WORK directory")
+    value = {"--db": tmp_path / "out", "--format": "monitor"}[command[1]]
+    for work, problem in [(tmp_path / "a file", "is not a directory"), (tmp_path / "nothing", "does not exist")]:
+        result = invoke(command[0], work, command[1], value)
+        assert (result.exit_code, result.stderr) == (2, f"error: {work}: WORK {problem}\n")

@@ -99,8 +99,7 @@ def formats_in_data(data: Path, input_format: str) -> list[str]:
 
 def formats_in_work(work: Path) -> list[str]:
     """The formats whose last parse into WORK finished (each has its manifest)."""
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
+    workdir.require_work(work)
     found = [fmt.name for fmt in FORMATS.values() if workdir.manifest_path(fmt.work_dir(work)).exists()]
     return found or [DUMP]  # reading the dump manifest then says what is missing
 
@@ -140,8 +139,7 @@ def forget_other_formats(work: Path, formats: list[str]) -> None:
 
 def read_manifest_shards(work: Path, input_format: str = DUMP) -> list[shards.Shard]:
     """The complete shard set of WORK, in processing order, as the last finished parse left it."""
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
+    workdir.require_work(work)
     work = FORMATS[input_format].work_dir(work)
     unfinished = "the parse of this WORK did not finish; run `trendconv parse` again"
     document = workdir.read_json_document(workdir.manifest_path(work), unfinished, schemas.manifest(input_format))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trendconv import schemas, shards, workdir
 from trendconv.dump.parse import ParseOptions, options_text
-from trendconv.errors import DataError, TrendconvError, UsageError
+from trendconv.errors import DataError, TrendconvError
 from trendconv.load.schema import METRICS, MONITOR_METRICS
 from trendconv.parse import CORRUPT, MISSING, OK, ParseTask, status_of
 from trendconv.parse.formats import DUMP, FORMATS, MONITOR
@@ -20,8 +20,7 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
 
     Without INPUT_FORMAT: the dump part of WORK if a parse of dump data was started there, else the monitor part.
     """
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
+    workdir.require_work(work)
     started = [fmt for fmt in FORMATS if workdir.work_json_path(FORMATS[fmt].work_dir(work)).exists()]
     input_format = input_format or (started[0] if started else DUMP)
     part = FORMATS[input_format].work_dir(work)
