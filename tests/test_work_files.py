@@ -3,6 +3,7 @@ and all-or-nothing conversion of dump and monitor data together."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -541,3 +542,24 @@ def test_a_work_that_is_a_file_or_missing_is_named_as_such(tmp_path, command):
     for work, problem in [(tmp_path / "a file", "is not a directory"), (tmp_path / "nothing", "does not exist")]:
         result = invoke(command[0], work, command[1], value)
         assert (result.exit_code, result.stderr) == (2, f"error: {work}: WORK {problem}\n")
+
+
+def test_a_refused_second_rename_puts_the_first_database_back(out, data, tmp_path, monkeypatch):
+    """The databases go in place one after the other: when the monitor's rename fails (an immutable file, another
+    user's file in a sticky directory), the dump database already renamed is put back, or removed if it is new."""
+    changed, bad = broken_monitor(data, tmp_path)
+    bad.unlink()
+
+    def refused(*args):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(monitor_load, "publish", refused)
+    before = databases(out)
+    result = invoke("run", changed, "--db", out, "-j", "1", "-q")
+    message = f"error: {out / 'monitor_data.trend.db'}: cannot write the database: Operation not permitted\n"
+    assert (result.exit_code, result.stderr) == (1, message)
+    assert databases(out) == before and leftovers(out) == []
+    (out / "dump_data.trend.db").unlink()
+    result = invoke("run", changed, "--db", out, "-j", "1", "-q")
+    assert (result.exit_code, result.stderr) == (1, message)
+    assert sorted(databases(out)) == ["monitor_data.trend.db"] and leftovers(out) == []
