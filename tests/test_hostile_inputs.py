@@ -181,6 +181,19 @@ def test_chmod_000_as_an_unprivileged_user(unprivileged, denied):
     assert (done.returncode, done.stderr) == (1, f"{unwritten}error: {denied}: {DENIED}\n")
 
 
+def test_an_unreadable_shard_is_named_in_the_systems_words(unprivileged):
+    prefix, root = unprivileged
+    write_file_set(root / "data" / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    command = [sys.executable, "-m", "trendconv", "run", "data", "--db", "out", "-j", "1", "-q"]
+    subprocess.run([*prefix, *command], check=True, cwd=root)
+    shard = Path("out/.trendconv/shards/step0_rank0.parquet")
+    (root / shard).chmod(0o000)
+    load = [sys.executable, "-m", "trendconv", "load", "out/.trendconv", "--db", "out", "-q"]
+    done = subprocess.run([*prefix, *load], capture_output=True, text=True, cwd=root)
+    message = f"error: {shard}: not a readable trendconv shard (Permission denied); run `trendconv parse` again\n"
+    assert (done.returncode, done.stderr) == (1, message)
+
+
 MONITOR_FAILED = "the monitor data failed, and the databases of all formats are replaced together or not at all"
 
 
