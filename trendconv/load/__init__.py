@@ -664,8 +664,9 @@ def prepare_build(out_dir: Path, db_name: str) -> Path:
 
 
 def open_build(path: Path) -> connection.Connection:
-    """A new database at PATH, set up for building; if that fails, PATH is removed again."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DB_MODE)
+    """A new database at PATH, set up for building; if that fails, PATH is removed again. A symbolic link planted
+    at PATH is refused (ELOOP), not followed: its target is not ours to truncate or chmod."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, DB_MODE)
     try:
         os.fchmod(fd, DB_MODE)  # whatever the umask: the plugin refuses group/other-writable files
         os.close(fd)
