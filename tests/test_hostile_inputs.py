@@ -191,6 +191,19 @@ def test_chmod_000_as_an_unprivileged_user(unprivileged, denied):
     assert (done.returncode, done.stderr) == (1, f"{unwritten}error: {denied}: {DENIED}\n")
 
 
+def test_an_unreadable_shard_is_named_in_the_systems_words(unprivileged):
+    prefix, root = unprivileged
+    write_file_set(root / "data" / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    command = [sys.executable, "-m", "trendconv", "run", "data", "--db", "out", "-j", "1", "-q"]
+    subprocess.run([*prefix, *command], check=True, cwd=root)
+    shard = Path("out/.trendconv/dump/shards/step0_rank0.parquet")
+    (root / shard).chmod(0o000)
+    load = [sys.executable, "-m", "trendconv", "load", "out/.trendconv", "--db", "out", "-q"]
+    done = subprocess.run([*prefix, *load], capture_output=True, text=True, cwd=root)
+    message = f"error: {shard}: not a readable trendconv shard (Permission denied); run `trendconv parse` again\n"
+    assert (done.returncode, done.stderr) == (1, message)
+
+
 MONITOR_FAILED = "the monitor data failed, and the databases of all formats are replaced together or not at all"
 
 
@@ -570,3 +583,58 @@ def test_a_mapping_value_that_is_the_string_nan_is_a_string(a1_data, tmp_path):
     mapping = tmp_path / "mapping.json"
     mapping.write_text('{"a": "NaN"}')
     assert api.load_mapping(mapping) == (("a", "NaN"),)
+
+
+# --- names that are not UTF-8 ---------------------------------------------------------------------------------------
+
+NOT_UTF8 = "not a UTF-8 path (the bytes shown as \\udcXX); rename it"
+
+
+def shown(path: Path) -> str:
+    """PATH as stderr shows it: byte 0xff, \\udcff to Python, as those six characters."""
+    return str(path).encode(errors="backslashreplace").decode()
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ("run DATA --db out -q", "DATA"),
+        ("run data --db OUT -q", "OUT"),
+        ("parse data --work OUT -q", "OUT"),
+        ("load out/.trendconv --db OUT -q", "OUT"),
+        ("data2db --data DATA --db out", "DATA"),
+    ],
+)
+def test_a_path_argument_that_is_not_utf8_is_a_usage_error(dump_and_monitor, tmp_path, command, named):
+    """Byte 0xff in a name (Python's \\udcff): Arrow and SQLite take UTF-8 paths only, and work.json records DATA."""
+    invoke("run", dump_and_monitor, "--db", tmp_path / "out", "-j", "1", "-q")
+    odd = {"DATA": tmp_path / "dat\udcffa", "OUT": tmp_path / "ou\udcfft"}
+    shutil.copytree(dump_and_monitor, odd["DATA"])
+    paths = {"data": dump_and_monitor, "out": tmp_path / "out", "out/.trendconv": tmp_path / "out" / ".trendconv"}
+    result = invoke(*(odd.get(word) or paths.get(word, word) for word in command.split()))
+    assert (result.exit_code, result.stderr) == (2, f"error: {shown(odd[named])}: {NOT_UTF8}\n")
+    assert not odd["OUT"].exists()
+
+
+@pytest.mark.parametrize(
+    ("run", "name"), [(f"{RUN[:-1]}\udcff", "grad_reduced_0-1.csv"), (RUN, "grad_reduced_0-1.csv.bak\udcff")]
+)
+def test_a_monitor_name_that_is_not_utf8_is_a_data_error(tmp_path, run, name):
+    """msprobe data2db fails on these too; a name that is no metric CSV file's is skipped, whatever its bytes."""
+    write_run(tmp_path / "data", {name: GRAD, "grad_reduced\udcff_0-1.csv": GRAD}, run=run)
+    result = invoke("run", tmp_path / "data", "--db", tmp_path / "out", "-j", "1", "-q")
+    named = tmp_path / "data" / run / name if run == RUN else tmp_path / "data" / run
+    assert (result.exit_code, result.stderr) == (1, f"error: {shown(named)}: {NOT_UTF8}\n")
+
+
+@pytest.mark.parametrize("text", ['{"net": "\\ud800"}', '{"n\\udfffet": "."}'])
+def test_a_mapping_string_with_a_lone_surrogate_is_a_usage_error(a1_data, tmp_path, text):
+    """Python's JSON reader takes the escape; encoding the string later failed as an internal error (msprobe fails
+    with a UnicodeEncodeError)."""
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text(text)
+    result = invoke("run", a1_data, "--db", tmp_path / "out", "--mapping", mapping)
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: {mapping}: a mapping string holds a lone surrogate escape (\\ud800 to \\udfff)\n",
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -298,6 +299,21 @@ def test_db_mode_is_0640_whatever_the_umask(a1_data, tmp_path):
     finally:
         os.umask(old)
     assert oct(db.stat().st_mode & 0o777) == "0o640"
+
+
+def test_a_link_planted_at_the_build_path_is_not_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not ours")
+    victim.chmod(0o644)
+    (tmp_path / "build.db").symlink_to(victim)
+    with pytest.raises(OSError) as raised:
+        build.open_build(tmp_path / "build.db")
+    assert (raised.value.errno, victim.read_bytes(), oct(victim.stat().st_mode & 0o777)) == (
+        errno.ELOOP,
+        b"not ours",
+        "0o644",
+    )
+    assert (tmp_path / "build.db").is_symlink()
 
 
 def test_build_connection_settings(tmp_path):

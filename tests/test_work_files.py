@@ -3,6 +3,7 @@ and all-or-nothing conversion of dump and monitor data together."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from trendconv import api, schemas, shards
 from trendconv.cli import report
 from trendconv.errors import DataError
 from trendconv.formats import FORMATS
+from trendconv.formats.monitor import builder as monitor_builder
 from trendconv.formats.monitor.builder import MonitorBuilder
 from trendconv.parsing import read_manifest
 
@@ -536,3 +538,33 @@ def test_progress_bars_start_over_for_each_format(monkeypatch):
         progress.planned("monitor", 3)
         bars = [(task.description, task.total, task.completed) for task in progress._progress.tasks]
     assert bars == [("parse", 3, 0), ("load ", 3, 0)]
+
+
+@pytest.mark.parametrize("command", [("load", "--db"), ("inspect", "--format")])
+def test_a_work_that_is_a_file_or_missing_is_named_as_such(tmp_path, command):
+    (tmp_path / "a file").write_text("not a WORK directory")
+    value = {"--db": tmp_path / "out", "--format": "monitor"}[command[1]]
+    for work, problem in [(tmp_path / "a file", "is not a directory"), (tmp_path / "nothing", "does not exist")]:
+        result = invoke(command[0], work, command[1], value)
+        assert (result.exit_code, result.stderr) == (2, f"error: {work}: WORK {problem}\n")
+
+
+def test_a_refused_second_rename_puts_the_first_database_back(out, data, tmp_path, monkeypatch):
+    """The databases go in place one after the other: when the monitor's rename fails (an immutable file, another
+    user's file in a sticky directory), the dump database already renamed is put back, or removed if it is new."""
+    changed, bad = broken_monitor(data, tmp_path)
+    bad.unlink()
+
+    def refused(*args):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(monitor_builder, "publish", refused)
+    before = databases(out)
+    result = invoke("run", changed, "--db", out, "-j", "1", "-q")
+    message = f"error: {out / 'monitor_data.trend.db'}: cannot write the database: Operation not permitted\n"
+    assert (result.exit_code, result.stderr) == (1, message)
+    assert databases(out) == before and leftovers(out) == []
+    (out / "dump_data.trend.db").unlink()
+    result = invoke("run", changed, "--db", out, "-j", "1", "-q")
+    assert (result.exit_code, result.stderr) == (1, message)
+    assert sorted(databases(out)) == ["monitor_data.trend.db"] and leftovers(out) == []

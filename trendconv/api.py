@@ -59,6 +59,10 @@ def load_mapping(path: Path | None) -> tuple[tuple[str, str], ...]:
         raise UsageError(f'{path}: a mapping must be a JSON object of strings, like {{".TE": "."}}')
     if "" in mapping:
         raise UsageError(f"{path}: a mapping key must not be empty")
+    try:
+        "".join(key + value for key, value in mapping.items()).encode()
+    except UnicodeEncodeError:  # JSON lets "\\ud800" stand alone; no character is that
+        raise UsageError(f"{path}: a mapping string holds a lone surrogate escape (\\ud800 to \\udfff)") from None
     return tuple(mapping.items())
 
 
@@ -74,8 +78,7 @@ def formats_in_data(data: Path, input_format: str) -> list[Format]:
 def formats_in_work(work: Path) -> list[Format]:
     """The formats whose last parse into WORK finished (each has its manifest); else those whose parse started,
     or else the first format: loading it then reports the missing manifest."""
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
+    workdir.require_work(work)
     parts = {fmt: workdir.found_part(work, fmt) for fmt in formats.FORMATS.values()}
     finished = [fmt for fmt, part in parts.items() if workdir.manifest_path(part).exists()]
     started = [fmt for fmt, part in parts.items() if workdir.work_json_path(part).exists()]
@@ -144,8 +147,7 @@ def _load_formats(
     work: Path, out_dir: Path, chosen: list[Format], *, index: bool = True, progress: Progress = _SILENT
 ) -> list[LoadSummary]:
     """Load each of CHOSEN, WORK locked once for all of them; every manifest is read before any build starts."""
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
+    workdir.require_work(work)
     with workdir.locked(work):
         shard_lists = [read_manifest(work, fmt) for fmt in chosen]
         stages = [

@@ -108,6 +108,15 @@ def cannot_read(path, exc: OSError) -> DataError:
     return DataError(f"{path}: cannot read: {exc.strerror or exc}")
 
 
+def require_utf8(path, error: type[TrendconvError] = DataError) -> None:
+    """PATH's name is recorded as text (work.json, shard footers) and handed to Arrow and SQLite, which take UTF-8
+    only: a name of other bytes (Python shows them as \\udcXX) is an ERROR naming it, not a crash of ours."""
+    try:
+        str(path).encode()
+    except UnicodeEncodeError:
+        raise error(f"{path}: not a UTF-8 path (the bytes shown as \\udcXX); rename it") from None
+
+
 def cannot_write(path, exc: OSError, *, ours=None) -> OutputError:
     """The one error for an output (in WORK or the database directory) that cannot be written: a full disk,
     no permission. It names the file or directory the system names, else PATH; PATH too where the system names

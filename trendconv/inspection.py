@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from trendconv import formats, schemas, shards, workdir
-from trendconv.errors import DataError, TrendconvError, UsageError
+from trendconv.errors import DataError, TrendconvError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions, options_text
 from trendconv.parsing import CORRUPT, OK, ParseTask, status_of
@@ -18,8 +18,7 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
 
     Without INPUT_FORMAT: the part of WORK of the first format (in registry order) whose parse was started there.
     """
-    if not work.is_dir():
-        raise UsageError(f"{work}: WORK does not exist")
+    workdir.require_work(work)
     started = [fmt for fmt in formats.FORMATS.values() if _started(work, fmt)]
     fmt = formats.get(input_format) if input_format else (started or list(formats.FORMATS.values()))[0]
     part = workdir.found_part(work, fmt)

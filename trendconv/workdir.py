@@ -47,6 +47,12 @@ def locked(work: Path):
         os.close(fd)
 
 
+def require_work(work: Path) -> None:
+    """WORK, to be read, must be a directory."""
+    if not work.is_dir():
+        raise UsageError(f"{work}: WORK is not a directory" if work.exists() else f"{work}: WORK does not exist")
+
+
 def make_work_dir(work: Path) -> None:
     """WORK (or a format's part of it), made if needed."""
     try:

@@ -18,7 +18,7 @@ from typer.exceptions import TyperException
 
 from trendconv import __version__, formats, interrupt
 from trendconv.cli import report
-from trendconv.errors import ExitStatus, InternalError, TrendconvError, UsageError, internal_error
+from trendconv.errors import ExitStatus, InternalError, TrendconvError, UsageError, internal_error, require_utf8
 from trendconv.executors import MAX_WORKERS, prestart
 
 app = typer.Typer(
@@ -140,6 +140,9 @@ def _handles_errors(command):
 
 def _call(command, args, kwargs):
     """COMMAND's own result; an unexpected exception is a bug of ours, worded as one (InternalError)."""
+    for name in ("data", "work", "db"):  # recorded in WORK, or handed to Arrow and SQLite
+        if kwargs.get(name) is not None:
+            require_utf8(kwargs[name], UsageError)
     try:
         return command(*args, **kwargs)
     except (TrendconvError, typer.Exit, typer.Abort, TyperException):

@@ -50,8 +50,9 @@ def prepare_build(out_dir: Path, db_name: str) -> Path:
 
 
 def open_build(path: Path) -> connection.Connection:
-    """A new database at PATH, set up for building; if that fails, PATH is removed again."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DB_MODE)
+    """A new database at PATH, set up for building; if that fails, PATH is removed again. A symbolic link planted
+    at PATH is refused (ELOOP), not followed: its target is not ours to truncate or chmod."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, DB_MODE)
     try:
         os.fchmod(fd, DB_MODE)  # whatever the umask: the plugin refuses group/other-writable files
         os.close(fd)
@@ -107,8 +108,35 @@ def publish_all(builders: list) -> None:
     fault_point("load-before-rename")
     interrupt.check()  # the last moment a signal keeps every previous database
     with interrupt.deferred():  # a signal now is one too late: all databases go in place, then exit 130
-        for builder in builders:
-            builder.publish()
+        previous = [_keep_previous(builder.final) for builder in builders]
+        done = 0
+        try:
+            for builder in builders:
+                builder.publish()
+                done += 1
+        except BaseException:  # a rename refused (an immutable file, say): the ones done are undone
+            for builder, kept in zip(builders[:done], previous):
+                if kept:
+                    os.replace(kept, builder.final)
+                else:
+                    builder.final.unlink()
+            raise
+        finally:
+            for kept in filter(None, previous):
+                kept.unlink(missing_ok=True)
+                interrupt.finished(kept)
+
+
+def _keep_previous(final: Path) -> Path | None:
+    """A second name (a hard link) for the database at FINAL, to put it back; None where there is none."""
+    kept = interrupt.unfinished(final.with_name(f".{final.name}.previous.{os.getpid()}.tmp"))
+    try:
+        kept.unlink(missing_ok=True)
+        os.link(final, kept)
+    except OSError:  # no database there yet, or a file system without hard links
+        interrupt.finished(kept)
+        return None
+    return kept
 
 
 def publish(tmp: Path, final: Path, summary: LoadSummary, seconds: dict) -> LoadSummary:

@@ -138,4 +138,6 @@ def rows_mismatch(path: Path, detail: str) -> DataError:
 def _reason(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return "no trendconv metadata"
+    if isinstance(exc, OSError) and exc.errno:  # the system's words, not Arrow's sentence around them
+        return os.strerror(exc.errno)
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from trendconv.errors import DataError, plural
+from trendconv.errors import DataError, plural, require_utf8
 from trendconv.formats.monitor.metrics import METRICS
 from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
 
@@ -105,6 +105,7 @@ def _run_dirs(data: Path) -> list[RunDir]:
     for name in list_dir(data):
         match = RUN_DIR.match(name)
         if match and is_dir(data / name):
+            require_utf8(data / name)
             runs.append(RunDir(name, match[2], _started(data / name, match[1])))
     return runs
 
@@ -147,6 +148,7 @@ def _csv_files(data: Path, run: RunDir, result: MonitorScan) -> list[CsvFile]:
         if metric is None:
             result.skipped_files[_skip_reason(name)] += 1
             continue
+        require_utf8(path)
         files.append(CsvFile(run.rank, run.name, name, metric, data))
     return files
 
