@@ -160,6 +160,14 @@ def test_errors_name_the_parameters(tmp_path, call, error, message):
     assert raised.value.exit_status == trendconv.ExitStatus.USAGE_ERROR
 
 
+def test_a_path_that_is_not_utf8_is_a_usage_error(tmp_path):
+    out = tmp_path / "ou\udcfft"  # byte 0xff in the name
+    with pytest.raises(trendconv.UsageError) as raised:
+        trendconv.convert(make_data(tmp_path), out)
+    assert str(raised.value) == f"{out}: not a UTF-8 path (the bytes shown as \\udcXX); rename it"
+    assert not out.exists()
+
+
 def test_a_data_error_says_what_fixes_it_in_python_terms(tmp_path):
     data = tmp_path / "data"
     write_file_set(data / "step0" / "rank0", A1_DATA)  # no construct.json

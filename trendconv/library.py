@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trendconv.errors import DataError, UsageError
+from trendconv.errors import DataError, UsageError, require_utf8
 from trendconv.formats import AUTO
 from trendconv.progress import Progress
 
@@ -48,11 +48,11 @@ def convert(
 
     chosen = _executor(executor, workers)
     return api.run_all(
-        Path(data),
-        Path(out),
+        _path(data),
+        _path(out),
         _options(micro_step, mapping),
         input_format=format,
-        work=None if work is None else Path(work),
+        work=None if work is None else _path(work),
         workers=_workers(workers),
         executor=chosen,
         index=index,
@@ -76,8 +76,8 @@ def parse(
     from trendconv import api
 
     return api.parse_all(
-        Path(data),
-        Path(work),
+        _path(data),
+        _path(work),
         _options(micro_step, mapping),
         input_format=format,
         workers=_workers(workers),
@@ -91,7 +91,7 @@ def load(work: PathLike, out: PathLike, *, index: bool = True, progress: Progres
     replaced together or none. One summary per format."""
     from trendconv import api
 
-    return api.load_all(Path(work), Path(out), index=index, progress=progress or Progress())
+    return api.load_all(_path(work), _path(out), index=index, progress=progress or Progress())
 
 
 def inspect(work: PathLike, *, format: str | None = None) -> dict:
@@ -101,7 +101,7 @@ def inspect(work: PathLike, *, format: str | None = None) -> dict:
 
     if format is not None:
         formats.get(format)
-    return inspection.inspect_work(Path(work), format)
+    return inspection.inspect_work(_path(work), format)
 
 
 def diff(a: PathLike, b: PathLike, *, limit: int = 5, ids: bool = False) -> DiffReport:
@@ -113,6 +113,13 @@ def diff(a: PathLike, b: PathLike, *, limit: int = 5, ids: bool = False) -> Diff
         return comparison.diff_databases(Path(a), Path(b), limit=limit, ids=ids)
     except comparison.DiffError as exc:
         raise DataError(str(exc)) from None
+
+
+def _path(value: PathLike) -> Path:
+    """A path argument: trendconv records it as text and hands it to Arrow and SQLite, which take UTF-8 only."""
+    path = Path(value)
+    require_utf8(path, UsageError)
+    return path
 
 
 def _workers(workers: int | None) -> int | None:
