@@ -1,0 +1,432 @@
+"""The `trendconv` command line: a thin typer layer over the library (trendconv.library); trendconv.cli.report
+shows its summaries and words its errors with the command line's flags.
+
+The library (pyarrow, the loader) is imported inside the commands, not here: `parse` and `run` first start
+the worker pool's forkserver, which then imports the parser on another core while this process imports the
+rest. That brings the first parsed shard half a second sooner, and `--help` needs neither.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from typer.exceptions import TyperException
+
+from trendconv import __version__, formats, interrupt
+from trendconv.cli import report
+from trendconv.errors import ExitStatus, InternalError, TrendconvError, UsageError, internal_error, require_utf8
+from trendconv.executors import MAX_WORKERS, prestart
+
+app = typer.Typer(
+    name="trendconv",
+    help="Convert msprobe dump statistics into Trend Analyzer trend databases (*.trend.db), fast.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        "-j",
+        min=1,
+        max=MAX_WORKERS,
+        help="Parallel parse workers (1..128). Default: CPU count, capped at the number of files.",
+    ),
+]
+MicroStep = Annotated[
+    bool,
+    typer.Option(
+        "--micro-step/--no-micro-step",
+        help="Put each micro step on its own step slot, as msprobe does by default (dump data: root calls from "
+        "construct.json; monitor data: the micro_step column, one target for all micro-batches). --no-micro-step "
+        "keeps the original step numbers (dump: does not read construct.json; monitor: one target per micro-batch).",
+    ),
+]
+Mapping = Annotated[
+    Path | None,
+    typer.Option(
+        "--mapping",
+        help='JSON object of name replacements applied to dump keys and monitor names, e.g. {".TE": "."}.',
+    ),
+]
+ExecutorKind = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where parse tasks run: local (process pool) or dask (a Dask cluster; pip install 'trendconv[dask]').",
+    ),
+]
+Scheduler = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Dask scheduler address (tcp://host:8786). Without it, --executor dask starts a local cluster.",
+    ),
+]
+
+
+def _choice(value: str | None, choices: list[str]) -> str | None:
+    if value is not None and value not in choices:
+        listed = ", ".join(repr(choice) for choice in choices)
+        raise typer.BadParameter(f"{value!r} is not one of {listed}", param_hint="'--format'")
+    return value
+
+
+Format = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        metavar="|".join([formats.AUTO, *formats.names()]),
+        callback=lambda value: _choice(value, [formats.AUTO, *formats.names()]),
+        help="What DATA holds: "
+        + ", ".join(f"{fmt.name} ({fmt.looks_like})" for fmt in formats.FORMATS.values())
+        + " or auto (each of them that is found; each gets its own database).",
+    ),
+]
+DataArgument = Annotated[
+    Path,
+    typer.Argument(
+        metavar="DATA",
+        help="msprobe output: a dump directory (parent of step*) or a monitor output directory (parent of the "
+        "<time>-rank<R>-<id> run directories).",
+    ),
+]
+DbOption = Annotated[
+    Path,
+    typer.Option(
+        "--db",
+        help="Output directory: " + " and/or ".join(f"DB/{fmt.db_name}" for fmt in formats.FORMATS.values()) + ".",
+    ),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars and no summary; errors only.")]
+NoIndex = Annotated[
+    bool, typer.Option("--no-index", help="Skip the read indexes and ANALYZE (smaller file, slower plugin).")
+]
+
+
+def _handles_errors(command):
+    """Turn trendconv errors into one line on stderr and their exit status; Ctrl-C (or SIGTERM, SIGHUP) into
+    130, whatever error the interruption caused (see trendconv.interrupt)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            with interrupt.armed():
+                return _call(command, args, kwargs)
+        except TrendconvError as exc:
+            if not interrupt.received():
+                report.print_warnings(exc.warnings)
+                if isinstance(exc, InternalError) and report.debugging():
+                    typer.echo(exc.detail, err=True, nl=False)
+                report.print_error(str(exc))
+                raise typer.Exit(int(exc.exit_status)) from None
+        except KeyboardInterrupt:
+            pass
+        except BaseException:
+            if not interrupt.received():
+                raise
+        report.print_error("interrupted")
+        raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
+
+    return wrapper
+
+
+def _call(command, args, kwargs):
+    """COMMAND's own result; an unexpected exception is a bug of ours, worded as one (InternalError)."""
+    for name in ("data", "work", "db"):  # recorded in WORK, or handed to Arrow and SQLite
+        if kwargs.get(name) is not None:
+            require_utf8(kwargs[name], UsageError)
+    try:
+        return command(*args, **kwargs)
+    except (TrendconvError, typer.Exit, typer.Abort, TyperException):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug: one line that says so, the traceback with --debug
+        raise internal_error(exc, f"running `trendconv {command.__name__}`") from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from trendconv import native
+
+        typer.echo(f"trendconv {__version__} ({native.describe()})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and C parts, and exit."),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="On an internal error, print its traceback (also: TRENDCONV_DEBUG=1).")
+    ] = False,
+) -> None:
+    """Convert msprobe dump statistics into Trend Analyzer trend databases (*.trend.db), fast."""
+    report.debug = debug
+
+
+@app.command()
+@_handles_errors
+def parse(
+    data: DataArgument,
+    work: Annotated[Path, typer.Option("--work", help="Where the Parquet shards go (created if needed).")],
+    input_format: Format = "auto",
+    workers: Workers = None,
+    micro_step: MicroStep = True,
+    mapping: Mapping = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+    quiet: Quiet = False,
+) -> None:
+    """Parse DATA into Parquet shards under WORK: one per (step, rank) of dump data, one per monitor CSV file.
+
+    Finished shards whose sources and options are unchanged are reused, so an interrupted parse
+    resumes where it stopped.
+
+    Example: trendconv parse ./dump --work ./work --workers 4
+    """
+    _prestart(executor, workers)
+    import trendconv
+
+    with report.Bars(("parse",), enabled=not quiet) as bars:
+        summaries = trendconv.parse(
+            data,
+            work,
+            format=input_format,
+            workers=workers,
+            micro_step=micro_step,
+            mapping=_mapping(mapping),
+            executor=_executor(executor, scheduler, workers),
+            progress=bars,
+        )
+    for summary in summaries:
+        report.finish(report.print_parse_summary, summary, quiet=quiet)
+
+
+@app.command()
+@_handles_errors
+def load(
+    work: Annotated[Path, typer.Argument(metavar="WORK", help="A WORK directory written by `trendconv parse`.")],
+    db: DbOption,
+    no_index: NoIndex = False,
+    quiet: Quiet = False,
+) -> None:
+    """Load the shards of WORK into DB/dump_data.trend.db and/or DB/monitor_data.trend.db, atomically.
+
+    Needs only the shards: the raw data may be gone. Re-run it after a schema change.
+
+    Example: trendconv load ./work --db ./out
+    """
+    import trendconv
+
+    with report.Bars(("load",), enabled=not quiet) as bars:
+        summaries = trendconv.load(work, db, index=not no_index, progress=bars)
+    for summary in summaries:
+        report.finish(report.print_load_summary, summary, quiet=quiet)
+    _warn_if_refused(db)
+
+
+@app.command()
+@_handles_errors
+def run(
+    data: DataArgument,
+    db: DbOption,
+    work: Annotated[
+        Path | None, typer.Option("--work", help="Where shards go. Default: DB/.trendconv (kept, for re-loads).")
+    ] = None,
+    input_format: Format = "auto",
+    workers: Workers = None,
+    micro_step: MicroStep = True,
+    mapping: Mapping = None,
+    no_index: NoIndex = False,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+    quiet: Quiet = False,
+) -> None:
+    """Parse and load in one go (dump data: loading overlaps parsing). Re-running resumes after a crash or Ctrl-C.
+
+    Example: trendconv run ./dump --db ./out --workers 4
+    """
+    _prestart(executor, workers)
+    _convert(
+        data,
+        db,
+        format=input_format,
+        work=work,
+        workers=workers,
+        micro_step=micro_step,
+        mapping=_mapping(mapping),
+        index=not no_index,
+        executor=_executor(executor, scheduler, workers),
+        quiet=quiet,
+    )
+
+
+def _prestart(executor: str, workers: int | None) -> None:
+    if executor == "local":
+        prestart(workers)
+
+
+def _mapping(path: Path | None) -> Path | None:
+    """--mapping '' is no mapping, as in msprobe."""
+    return None if path is None or str(path) == "" else path
+
+
+def _executor(kind: str, scheduler: str | None, workers: int | None):
+    """--executor and --scheduler as the library's `executor`: None for the local pool, or a Dask executor."""
+    if kind == "local":
+        if scheduler:
+            raise UsageError("--scheduler goes with --executor dask")
+        return None
+    if kind == "dask":
+        from trendconv.executors.dask import DaskExecutor, local_workers
+
+        return DaskExecutor(scheduler, workers=local_workers(workers))
+    raise UsageError(f"--executor {kind!r}: expected 'local' or 'dask'")
+
+
+def _convert(data: Path, db: Path, *, quiet: bool, **options) -> None:
+    import trendconv
+
+    with report.Bars(("parse", "load"), enabled=not quiet) as bars:
+        summaries = trendconv.convert(data, db, progress=bars, **options)
+    for summary in summaries:
+        report.finish(report.print_run_summary, summary, quiet=quiet)
+    _warn_if_refused(db)
+
+
+def _warn_if_refused(db: Path) -> None:
+    """Whatever in DB the Trend Analyzer would refuse (an old group-writable directory, another user's file)."""
+    from trendconv import check as checks
+
+    report.print_warnings([str(problem) for problem in checks.check_directory(db).problems])
+
+
+@app.command()
+@_handles_errors
+def check(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A TensorBoard log directory (a --db directory).")],
+) -> None:
+    """Run the Trend Analyzer's own checks on DIR and every *.trend.db in it; exit 1 if it would refuse any.
+
+    Checks path length, symbolic links, owner, write bits, size, the tables and columns the plugin reads, the
+    global_stats row and its stat names; says which database the plugin opens first.
+
+    Example: trendconv check ./out
+    """
+    from trendconv import check as checks
+
+    found = checks.check_directory(directory)
+    typer.echo(found.format())
+    if found.problems:
+        raise typer.Exit(int(ExitStatus.DATA_ERROR))
+
+
+@app.command()
+@_handles_errors
+def inspect(
+    work: Annotated[Path, typer.Argument(metavar="WORK", help="A WORK directory written by parse or run.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")] = False,
+    input_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            metavar="|".join(formats.names()),
+            callback=lambda value: _choice(value, formats.names()),
+            help="Which part of WORK to show. Default: the first of "
+            + ", ".join(formats.names())
+            + " whose parse was started in WORK.",
+        ),
+    ] = None,
+) -> None:
+    """Show each shard of WORK: step (or CSV file), rank, status (ok/stale/corrupt/missing), rows, skips.
+
+    Example: trendconv inspect ./out/.trendconv --json
+    """
+    import trendconv
+    from trendconv import inspection
+
+    document = trendconv.inspect(work, format=input_format)
+    if as_json:
+        typer.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+    else:
+        typer.echo(inspection.format_inspection(document))
+
+
+@app.command()
+@_handles_errors
+def diff(
+    a: Annotated[Path, typer.Argument(metavar="A.db", help="A trend database.")],
+    b: Annotated[Path, typer.Argument(metavar="B.db", help="Another trend database.")],
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Examples shown per table and side.")] = 5,
+    ids: Annotated[
+        bool, typer.Option("--ids", help="Also compare target and metric ids, each metric's tag ids, sqlite_sequence.")
+    ] = False,
+) -> None:
+    """Compare two trend databases by names (ids ignored unless --ids); exit 0 when equal, 1 otherwise.
+
+    Example: trendconv diff msprobe_out/dump_data.trend.db out/dump_data.trend.db
+    """
+    import trendconv
+
+    found = trendconv.diff(a, b, limit=limit, ids=ids)
+    typer.echo(found.format())
+    if not found.equal:
+        raise typer.Exit(int(ExitStatus.DATA_ERROR))
+
+
+def _msprobe_bool(value: str) -> bool:
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise typer.BadParameter(f"{value!r} is not one of 'true', 'false'", param_hint="'--micro_step'")
+    return lowered == "true"
+
+
+@app.command()
+@_handles_errors
+def data2db(
+    data: Annotated[
+        Path, typer.Option("--data", help="Input data directory (parent of step*, or of the monitor run directories).")
+    ],
+    db: Annotated[Path, typer.Option("--db", help="Output directory for dump_data.trend.db / monitor_data.trend.db.")],
+    input_format: Format = "auto",
+    mapping: Mapping = None,
+    micro_step: Annotated[
+        str, typer.Option("--micro_step", help="true or false, any letter case (msprobe's spelling).")
+    ] = "true",
+    process_num: Annotated[
+        int, typer.Option("--process_num", min=1, max=MAX_WORKERS, help="Parallel workers, 1..128.")
+    ] = 1,
+) -> None:
+    """msprobe data2db's flags and spelling, so existing scripts switch by changing one word.
+
+    Example: trendconv data2db --data ./dump --db ./out --micro_step true --process_num 4
+    """
+    prestart(process_num)
+    micro_step_mode = _msprobe_bool(micro_step)
+    _convert(
+        data,
+        db,
+        format=input_format,
+        workers=process_num,
+        micro_step=micro_step_mode,
+        mapping=_mapping(mapping),
+        quiet=False,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    app(args=argv, prog_name="trendconv")
+
+
+if __name__ == "__main__":
+    main()
