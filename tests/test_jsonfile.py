@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trendconv.errors import DataError
-from trendconv.jsonfile import parse_json_bytes, read_json
+from trendconv.jsonfile import parse_json_bytes, read_bytes
 
 PATH = Path("/d/step0/rank0/dump.json")
 
@@ -161,29 +161,29 @@ def test_too_deep_is_a_data_error():
     assert str(info.value) == f"{PATH}: invalid JSON: nested too deeply"
 
 
-def test_read_json_reads_a_file(tmp_path):
+def test_a_file_read_and_parsed(tmp_path):
     path = tmp_path / "dump.json"
     path.write_bytes(b'{"data": {"k": {"output": [{"Max": NaN}]}}}')
-    assert read_json(path) == {"data": {"k": {"output": [{"Max": "NaN"}]}}}
+    assert parse_json_bytes(read_bytes(path), path) == {"data": {"k": {"output": [{"Max": "NaN"}]}}}
 
 
-def test_read_json_truncated_file_names_the_path(tmp_path):
+def test_a_truncated_file_names_the_path(tmp_path):
     path = tmp_path / "step0" / "rank0" / "dump.json"
     path.parent.mkdir(parents=True)
     path.write_bytes(b'{"data": {"k": {"output": [{"Max": 1.0, "Min"')
     with pytest.raises(DataError) as info:
-        read_json(path)
+        parse_json_bytes(read_bytes(path), path)
     assert str(info.value) == f"{path}: invalid JSON: Expecting ':' delimiter at line 1 column 46"
 
 
-def test_read_json_missing_file(tmp_path):
+def test_read_bytes_of_a_missing_file(tmp_path):
     path = tmp_path / "nope.json"
     with pytest.raises(DataError) as info:
-        read_json(path)
+        read_bytes(path)
     assert str(info.value) == f"{path}: cannot read: No such file or directory"
 
 
-def test_read_json_directory(tmp_path):
+def test_read_bytes_of_a_directory(tmp_path):
     with pytest.raises(DataError) as info:
-        read_json(tmp_path)
+        read_bytes(tmp_path)
     assert str(info.value) == f"{tmp_path}: cannot read: Is a directory"

@@ -14,15 +14,6 @@ from trendconv.errors import DataError, cannot_read
 _STRING_OR_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
 
 
-def read_json(path: Path):
-    """Parse a JSON file as Python's json module would, with bare NaN/±Infinity read as strings.
-
-    The tokens become the strings "NaN", "Infinity", "-Infinity": every consumer parses statistics and
-    parents with Python float()/int() semantics, under which a string and a bare token mean the same.
-    """
-    return parse_json_bytes(read_bytes(path), path)
-
-
 def read_python_json(path: Path):
     """A JSON file as Python's json module reads it: bare NaN/±Infinity are floats, not strings. For small files
     whose values must be strings (--mapping), where a NaN is no string."""
@@ -37,7 +28,8 @@ def read_bytes(path: Path) -> bytes:
 
 
 def parse_json_bytes(raw: bytes, path: Path):
-    """orjson on the bytes, with the bare tokens quoted first when there are any.
+    """orjson on the bytes, with the bare tokens quoted first when there are any: NaN and ±Infinity become the
+    strings "NaN", "Infinity", "-Infinity", which every consumer reads with Python's float()/int() semantics.
 
     A failed orjson pass costs a tenth of a good one, so it is skipped when an Infinity is seen (cheap
     to look for): quoting leaves tokens inside strings alone, so if every token is inside a string the

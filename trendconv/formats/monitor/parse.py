@@ -18,8 +18,6 @@ from trendconv.formats.monitor import rules
 from trendconv.formats.monitor.scan import CsvFile
 from trendconv.options import ParseOptions, apply_mapping
 
-KEY_COLUMNS = ("name", "vpp_stage", "step", "micro_step")
-
 
 @dataclass
 class MonitorRows:
