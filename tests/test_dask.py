@@ -27,6 +27,15 @@ def test_dask_gives_the_same_shards_and_database(tmp_path):
     assert dask.load.db.read_bytes() == local.load.db.read_bytes()
 
 
+def test_the_databases_of_a_split_are_built_on_the_cluster_with_the_same_bytes(tmp_path):
+    data = make_data(tmp_path, steps=3, ranks=2)
+    [local] = trendconv.convert(data, tmp_path / "local", format="dump", workers=2, split_steps=2)
+    [dask] = trendconv.convert(data, tmp_path / "dask", format="dump", executor="dask", workers=2, split_steps=2)
+    names = ["dump_data.steps-000000-000001.trend.db", "dump_data.steps-000002-000002.trend.db"]
+    assert [part.db.name for part in dask.load.parts] == [part.db.name for part in local.load.parts] == names
+    assert [part.db.read_bytes() for part in dask.load.parts] == [part.db.read_bytes() for part in local.load.parts]
+
+
 def test_a_worker_killed_mid_task_is_retried(tmp_path, monkeypatch):
     data = make_data(tmp_path, steps=2, ranks=2)
     clean = api.run(data, tmp_path / "clean", api.ParseOptions(), workers=1, input_format="dump").load.db.read_bytes()

@@ -292,7 +292,7 @@ def test_a_bug_in_the_main_process_is_one_line(a1_data, tmp_path, monkeypatch):
     assert (result.exit_code, result.stderr) == (
         1,
         "error: internal error while running `trendconv run`: ZeroDivisionError: division by zero (at "
-        f"trendconv/api.py:{line_of(api, 'loaded = feeder.finish()')}); a trendconv bug, not a data error: please "
+        f"trendconv/api.py:{line_of(api, 'output = feeder.finish()')}); a trendconv bug, not a data error: please "
         "report it with the traceback `trendconv --debug ...` shows\n",
     )
     assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / ".trendconv"]  # no database, no temporary

@@ -48,12 +48,13 @@ def test_convert_takes_str_paths_and_returns_a_summary_per_format(both, tmp_path
         ("monitor", tmp_path / "out" / "monitor_data.trend.db", 2, tmp_path / "out" / ".trendconv"),
     ]
     assert isinstance(summaries[0], trendconv.ConvertSummary)
-    # dump streams: each shard is loaded as soon as it is parsed; monitor loads once every file is parsed
+    # dump streams: a step directory's shards are loaded once the next one's first shard is parsed (a split
+    # decides by whole step directories); monitor loads once every file is parsed
     assert progress.calls == [
         ("planned", "dump", 2),
         ("parsed", "dump", False),
-        ("loaded", "dump"),
         ("parsed", "dump", False),
+        ("loaded", "dump"),
         ("loaded", "dump"),
         ("planned", "monitor", 2),
         ("parsed", "monitor", False),
@@ -228,7 +229,7 @@ def test_the_examples_of_docs_python_api_md(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     examples = doc_examples()
-    assert len(examples) == 6
+    assert len(examples) == 7
     for code, output in examples:
         exec(compile(code, str(DOC), "exec"), namespace)
         assert capsys.readouterr().out == (output or ""), code

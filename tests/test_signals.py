@@ -207,8 +207,8 @@ def test_workers_stop_by_themselves_when_the_main_process_is_killed(tmp_path, mo
     command.process.kill()
     assert command.wait() == -signal.SIGKILL
     assert gone(command.session) == []
-    # only the killed process's own temporary database is left, which the next load removes
-    assert [path.name for path in temporaries(tmp_path / "out")] == [f".dump_data.trend.db.{command.session}.tmp"]
+    # no temporary database either: the first is begun once its first step directory is parsed
+    assert temporaries(tmp_path / "out") == []
 
 
 def test_nothing_outlives_a_normal_exit(tmp_path):
@@ -276,3 +276,43 @@ def test_the_exit_status_survives_a_keyboard_interrupt_caught_in_a_string(tmp_pa
     (tmp_path / "caught.py").write_text(_CAUGHT_IN_A_STRING)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     assert subprocess.run([sys.executable, "-m", "caught"], env=env, timeout=WAIT).returncode == 3
+
+
+def test_a_signal_stops_the_loader_processes_of_a_split(tmp_path, previous):
+    """Ctrl-C while two loader processes build the databases of a split: exit 130, no temporary file, no
+    process left, and the previous database in place."""
+    before = (previous.read_bytes(), previous.stat().st_ino)
+    out, work = tmp_path / "out", tmp_path / "work"
+    api.parse(make_data(tmp_path, steps=4), work, api.ParseOptions(), workers=1, input_format="dump")
+    load = Command(
+        tmp_path,
+        "load",
+        work,
+        "--db",
+        out,
+        "-q",
+        "--split-steps",
+        "1",
+        "--load-workers",
+        "2",
+        fault="load-shard@2:pause",
+    )
+    paused = load.paused()
+    assert paused != load.process.pid  # a loader process, not the main one
+    load.signal_group(signal.SIGINT)
+    assert_stopped(load, out, previous, before)
+    assert sorted(path.name for path in out.glob("*.trend.db")) == ["dump_data.trend.db"]
+
+
+def test_a_killed_loader_process_is_our_failure_and_leaves_nothing(tmp_path, previous):
+    before = (previous.read_bytes(), previous.stat().st_ino)
+    out, work = tmp_path / "out", tmp_path / "work"
+    api.parse(make_data(tmp_path, steps=4), work, api.ParseOptions(), workers=1, input_format="dump")
+    load = Command(
+        tmp_path, "load", work, "--db", out, "-q", "--split-steps", "1", "--load-workers", "2", fault="load-shard@2"
+    )
+    assert load.wait() == 1
+    assert load.stderr.startswith("error: internal error while running the loader processes: BrokenProcessPool")
+    assert (previous.read_bytes(), previous.stat().st_ino) == before
+    assert temporaries(out) == []
+    assert_nothing_outlives(load)

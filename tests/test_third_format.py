@@ -100,17 +100,17 @@ class ToyFormat(Format):
     def meta_label(self, meta: dict) -> dict:
         return {"file": meta["file"]}
 
-    def builder(self, out_dir: Path, *, index: bool):
-        return ToyBuilder(out_dir, index)
+    def builder(self, out_dir: Path, *, index: bool, name: str | None = None, carry=None):
+        return ToyBuilder(out_dir, index, name or self.db_name)  # no meta_steps: never split, CARRY unused
 
 
 class ToyBuilder:
     """Rank 0, one metric; targets numbered in first-seen order; global_stats in the dump layout."""
 
-    def __init__(self, out_dir: Path, index: bool):
-        self.final, self.index = out_dir / ToyFormat.db_name, index
+    def __init__(self, out_dir: Path, index: bool, name: str):
+        self.final, self.index = out_dir / name, index
         self.summary, self.seconds = LoadSummary(), {"finish": 0.0, "index": 0.0}
-        self.tmp = build.prepare_build(out_dir, ToyFormat.db_name)
+        self.tmp = build.prepare_build(out_dir, name)
         self.conn = build.open_build(self.tmp)
         for statement in (*schema.DIMENSION_TABLES, schema.trend_data_ddl(["norm"])):
             self.conn.execute(statement)

@@ -12,14 +12,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trendconv import formats, workdir
+from trendconv import formats, interrupt, workdir
 from trendconv.errors import DataError, TrendconvError, UsageError
 from trendconv.executors import Executor, prestart
 from trendconv.faults import fault_point
-from trendconv.formats import Builder, Format
+from trendconv.formats import Format
 from trendconv.jsonfile import read_python_json
 from trendconv.loading.build import publish_all
-from trendconv.loading.stage import Feeder, stage_shards
+from trendconv.loading.split import Split
+from trendconv.loading.stage import UNSPLIT, Feeder, OutputSet, stage_output
 from trendconv.options import ParseOptions
 from trendconv.parsing import read_manifest, run_parse
 from trendconv.progress import Progress
@@ -144,45 +145,56 @@ def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
 
 
 def _load_formats(
-    work: Path, out_dir: Path, chosen: list[Format], *, index: bool = True, progress: Progress = _SILENT
+    work: Path,
+    out_dir: Path,
+    chosen: list[Format],
+    *,
+    index: bool = True,
+    split: Split = UNSPLIT,
+    executor: Executor | None = None,
+    progress: Progress = _SILENT,
 ) -> list[LoadSummary]:
     """Load each of CHOSEN, WORK locked once for all of them; every manifest is read before any build starts."""
     workdir.require_work(work)
     with workdir.locked(work):
         shard_lists = [read_manifest(work, fmt) for fmt in chosen]
         stages = [
-            (fmt, functools.partial(_stage_load, fmt, shard_list, out_dir, index, progress))
+            (fmt, functools.partial(_stage_load, fmt, shard_list, out_dir, index, split, executor, progress))
             for fmt, shard_list in zip(chosen, shard_lists)
         ]
         return all_or_nothing(stages)
 
 
-def _stage_load(fmt: Format, shard_list: list, out_dir: Path, index: bool, progress: Progress) -> tuple:
-    """One format's database from its shards, complete at its temporary path: (summary, builder)."""
+def _stage_load(fmt: Format, shard_list: list, out_dir: Path, index: bool, split: Split, executor, progress) -> tuple:
+    """One format's databases from its shards, complete at their temporary paths: (summary, output set)."""
     progress.planned(fmt.name, len(shard_list))
 
     def loaded(shard) -> None:
         progress.loaded(fmt.name)
 
-    builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=loaded)
-    return builder.summary, builder
+    output = stage_output(fmt, shard_list, out_dir, split, index=index, on_shard=loaded, executor=executor)
+    return output.summary, output
 
 
 def all_or_nothing(stages: list[tuple[Format, Callable[[], tuple]]]) -> list:
-    """Run each (format, stage): a stage builds its database to a temporary file and returns (summary, builder).
-    Only when every stage succeeded are the databases moved into place, one right after another; a failure or an
-    interruption abandons every build, so that no database is replaced unless all are."""
+    """Run each (format, stage): a stage builds its databases to temporary files and returns (summary, output
+    set). Only when every stage succeeded are the databases moved into place, one right after another, and then
+    the previous outputs' files that the new ones do not have removed; a failure or an interruption abandons every
+    build, so that no database is replaced unless all are."""
     staged: list[tuple] = []
     try:
         for _, stage in stages:
             staged.append(stage())
-        publish_all([builder for _, builder in staged])
+        publish_all([builder for _, output in staged for builder in output.builders])
     except BaseException as exc:
-        for _, builder in staged:
-            builder.abort()
+        for _, output in staged:
+            output.abort()
         if isinstance(exc, TrendconvError) and staged and len(staged) < len(stages):
             _note_unreplaced(exc, staged, stages[len(staged)][0])
         raise
+    with interrupt.deferred():
+        for _, output in staged:
+            output.published()
     return [summary for summary, _ in staged]
 
 
@@ -192,7 +204,8 @@ def _note_unreplaced(exc: TrendconvError, staged: list[tuple], failed: Format) -
     unreplaced = [
         f"{builder.final}: {'left unchanged' if builder.final.exists() else 'not written'}: the {failed.name} data "
         "failed, and the databases of all formats are replaced together or not at all"
-        for _, builder in staged
+        for _, output in staged
+        for builder in output.builders
     ]
     exc.warnings = [*earlier, *exc.warnings, *unreplaced]
 
@@ -248,12 +261,15 @@ def _stage_run(
     fmt: Format,
     *,
     index: bool = True,
+    split: Split = UNSPLIT,
     progress: Progress = _SILENT,
-) -> tuple[ConvertSummary, Builder]:
-    """One format's parse and load, its database complete at its temporary path (WORK is locked). A streaming
-    format's builder takes each shard, in order, as soon as it is ready."""
+) -> tuple[ConvertSummary, OutputSet]:
+    """One format's parse and load, its databases complete at their temporary paths (WORK is locked). A streaming
+    format's first database takes each shard, in order, as soon as it is ready (trendconv.loading.stage.Feeder)."""
     started = time.perf_counter()
-    feeder = Feeder(fmt, fmt.builder(out_dir, index=index), lambda shard: progress.loaded(fmt.name))
+    feeder = Feeder(
+        fmt, out_dir, split, index=index, on_loaded=lambda shard: progress.loaded(fmt.name), executor=executor
+    )
 
     def planned(tasks: list) -> None:
         feeder.plan(tasks)
@@ -269,15 +285,15 @@ def _stage_run(
         )
         parse_done = time.perf_counter()
         fault_point("run-between-stages")
-        loaded = feeder.finish()
+        output = feeder.finish()
     except BaseException:
-        feeder.builder.abort()
+        feeder.abort()
         raise
     seconds = {
         "scan": parsed.scan_seconds,
         "parse": parse_done - started - parsed.scan_seconds,
-        "load": feeder.seconds + feeder.builder.seconds["finish"],
-        "index": feeder.builder.seconds["index"],
+        "load": feeder.seconds + time.perf_counter() - parse_done,
+        "index": sum(builder.seconds["index"] for builder in output.builders),
         "total": time.perf_counter() - started,
     }
-    return ConvertSummary(parsed, loaded, work, seconds), feeder.builder
+    return ConvertSummary(parsed, output.summary, work, seconds), output

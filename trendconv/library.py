@@ -40,13 +40,20 @@ def convert(
     index: bool = True,
     executor: str | Executor | None = None,
     progress: Progress | None = None,
+    split_steps: int | None = None,
+    max_db_size: int | str | None = None,
+    load_workers: int | None = None,
+    name: str | None = None,
 ) -> list[ConvertSummary]:
     """Convert the msprobe output in DATA into trend databases in OUT: one per format (`format="auto"`: every
     format found in DATA), all replaced together or none. The shards are kept in WORK (default OUT/.trendconv),
-    so that converting again reuses those of unchanged files. One summary per format, in registry order."""
+    so that converting again reuses those of unchanged files. One summary per format, in registry order.
+    SPLIT_STEPS, MAX_DB_SIZE (bytes, or text like "500M"; default the Trend Analyzer's 5 GiB), LOAD_WORKERS and
+    NAME divide each format's output into databases by steps (see `load`)."""
     from trendconv import api
 
-    chosen = _executor(executor, workers)
+    chosen = _executor(executor, _workers(workers))
+    split = _split(split_steps, max_db_size, load_workers if load_workers is not None else workers, name)
     return api.run_all(
         _path(data),
         _path(out),
@@ -56,6 +63,7 @@ def convert(
         workers=_workers(workers),
         executor=chosen,
         index=index,
+        split=split,
         progress=progress or Progress(),
     )
 
@@ -86,12 +94,37 @@ def parse(
     )
 
 
-def load(work: PathLike, out: PathLike, *, index: bool = True, progress: Progress | None = None) -> list[LoadSummary]:
+def load(
+    work: PathLike,
+    out: PathLike,
+    *,
+    index: bool = True,
+    progress: Progress | None = None,
+    split_steps: int | None = None,
+    max_db_size: int | str | None = None,
+    load_workers: int | None = None,
+    name: str | None = None,
+    executor: str | Executor | None = None,
+) -> list[LoadSummary]:
     """Build the databases of every format whose parse into WORK finished, into OUT, from the shards alone: all
-    replaced together or none. One summary per format."""
+    replaced together or none. One summary per format.
+
+    A format's output is one database unless it would exceed MAX_DB_SIZE (bytes, or text like "500M"; default the
+    Trend Analyzer's 5 GiB) or SPLIT_STEPS is given: then one database per range of steps (at most SPLIT_STEPS
+    step directories each), built by LOAD_WORKERS processes at the same time (default: one per core) or on
+    EXECUTOR; the summary's `parts` has each one's. NAME goes before every file name (`NAME.dump_data.trend.db`),
+    so that several runs' databases share a directory."""
     from trendconv import api
 
-    return api.load_all(_path(work), _path(out), index=index, progress=progress or Progress())
+    split = _split(split_steps, max_db_size, load_workers, name)
+    return api.load_all(
+        _path(work),
+        _path(out),
+        index=index,
+        split=split,
+        executor=_executor(executor, load_workers),
+        progress=progress or Progress(),
+    )
 
 
 def inspect(work: PathLike, *, format: str | None = None) -> dict:
@@ -128,6 +161,26 @@ def _workers(workers: int | None) -> int | None:
     if workers is not None and (type(workers) is not int or not 1 <= workers <= MAX_WORKERS):
         raise UsageError(f"workers must be an integer from 1 to {MAX_WORKERS}, not {workers!r}")
     return workers
+
+
+def _split(steps: int | None, max_size: int | str | None, load_workers: int | None, name: str | None):
+    from trendconv.executors import MAX_WORKERS
+    from trendconv.loading.split import Split, check_name, parse_size
+
+    if steps is not None and (type(steps) is not int or steps < 1):
+        raise UsageError(f"split_steps must be a positive integer, not {steps!r}")
+    if load_workers is not None and (type(load_workers) is not int or not 1 <= load_workers <= MAX_WORKERS):
+        raise UsageError(f"load_workers must be an integer from 1 to {MAX_WORKERS}, not {load_workers!r}")
+    if name is not None and type(name) is not str:
+        raise UsageError(f"name must be a string, not {name!r}")
+    check_name(name)
+    if max_size is None:
+        return Split(steps, name=name, load_workers=load_workers)
+    if type(max_size) is int:
+        max_size = str(max_size)
+    if type(max_size) is not str:
+        raise UsageError(f"max_db_size must be a number of bytes or a size like '500M', not {max_size!r}")
+    return Split(steps, parse_size(max_size), name, load_workers)
 
 
 def _options(micro_step: bool, mapping: MappingArgument) -> ParseOptions:

@@ -37,6 +37,7 @@ class LoadSummary:
     tag_links: int = 0
     size: int = 0  # bytes
     warnings: list[str] = field(default_factory=list)
+    parts: list[LoadSummary] = field(default_factory=list)  # a split output: each database's own; db is the first
 
 
 @dataclass

@@ -70,6 +70,44 @@ Scheduler = Annotated[
         help="Dask scheduler address (tcp://host:8786). Without it, --executor dask starts a local cluster.",
     ),
 ]
+SplitSteps = Annotated[
+    int | None,
+    typer.Option(
+        "--split-steps",
+        min=1,
+        metavar="N",
+        help="One database per N step directories (monitor data: per N step ranges of its CSV files), named by "
+        "their steps: dump_data.steps-000100-000199.trend.db.",
+    ),
+]
+MaxDbSize = Annotated[
+    str | None,
+    typer.Option(
+        "--max-db-size",
+        metavar="SIZE",
+        help="Split so that no database exceeds SIZE (bytes, or like 500M, 2G; KB/MB/GB are powers of 1000). "
+        "Default: 5G, the largest file the Trend Analyzer opens. Small runs stay one file.",
+    ),
+]
+LoadWorkers = Annotated[
+    int | None,
+    typer.Option(
+        "--load-workers",
+        min=1,
+        max=MAX_WORKERS,
+        metavar="N",
+        help="Processes building the databases of a split output at the same time. Default: the worker count.",
+    ),
+]
+RunName = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        metavar="NAME",
+        help="Put NAME before every output file name (NAME.dump_data.trend.db), so that several runs share one "
+        "TensorBoard log directory and the Trend Analyzer's database switcher lists them all.",
+    ),
+]
 
 
 def _choice(value: str | None, choices: list[str]) -> str | None:
@@ -217,18 +255,31 @@ def load(
     work: Annotated[Path, typer.Argument(metavar="WORK", help="A WORK directory written by `trendconv parse`.")],
     db: DbOption,
     no_index: NoIndex = False,
+    split_steps: SplitSteps = None,
+    max_db_size: MaxDbSize = None,
+    load_workers: LoadWorkers = None,
+    name: RunName = None,
     quiet: Quiet = False,
 ) -> None:
     """Load the shards of WORK into DB/dump_data.trend.db and/or DB/monitor_data.trend.db, atomically.
 
-    Needs only the shards: the raw data may be gone. Re-run it after a schema change.
+    Needs only the shards: the raw data may be gone. Re-run it after a schema change, or to split otherwise.
 
-    Example: trendconv load ./work --db ./out
+    Example: trendconv load ./work --db ./out --split-steps 100
     """
     import trendconv
 
     with report.Bars(("load",), enabled=not quiet) as bars:
-        summaries = trendconv.load(work, db, index=not no_index, progress=bars)
+        summaries = trendconv.load(
+            work,
+            db,
+            index=not no_index,
+            progress=bars,
+            split_steps=split_steps,
+            max_db_size=max_db_size,
+            load_workers=load_workers,
+            name=name,
+        )
     for summary in summaries:
         report.finish(report.print_load_summary, summary, quiet=quiet)
     _warn_if_refused(db)
@@ -247,13 +298,17 @@ def run(
     micro_step: MicroStep = True,
     mapping: Mapping = None,
     no_index: NoIndex = False,
+    split_steps: SplitSteps = None,
+    max_db_size: MaxDbSize = None,
+    load_workers: LoadWorkers = None,
+    name: RunName = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     quiet: Quiet = False,
 ) -> None:
     """Parse and load in one go (dump data: loading overlaps parsing). Re-running resumes after a crash or Ctrl-C.
 
-    Example: trendconv run ./dump --db ./out --workers 4
+    Example: trendconv run ./dump --db ./out --workers 4 --split-steps 100
     """
     _prestart(executor, workers)
     _convert(
@@ -265,6 +320,10 @@ def run(
         micro_step=micro_step,
         mapping=_mapping(mapping),
         index=not no_index,
+        split_steps=split_steps,
+        max_db_size=max_db_size,
+        load_workers=load_workers,
+        name=name,
         executor=_executor(executor, scheduler, workers),
         quiet=quiet,
     )
@@ -405,6 +464,10 @@ def data2db(
     process_num: Annotated[
         int, typer.Option("--process_num", min=1, max=MAX_WORKERS, help="Parallel workers, 1..128.")
     ] = 1,
+    split_steps: SplitSteps = None,
+    max_db_size: MaxDbSize = None,
+    load_workers: LoadWorkers = None,
+    name: RunName = None,
 ) -> None:
     """msprobe data2db's flags and spelling, so existing scripts switch by changing one word.
 
@@ -419,6 +482,10 @@ def data2db(
         workers=process_num,
         micro_step=micro_step_mode,
         mapping=_mapping(mapping),
+        split_steps=split_steps,
+        max_db_size=max_db_size,
+        load_workers=load_workers,
+        name=name,
         quiet=False,
     )
 

@@ -134,32 +134,50 @@ def print_parse_summary(summary) -> None:
     typer.echo("\n".join(lines))
 
 
-def print_load_summary(summary) -> None:
-    lines = [
-        f"wrote {summary.db} ({summary.size} bytes) from {summary.shards} shards",
-        f"  rows {summary.rows}, targets {summary.targets}, tags {summary.tags}, tag links {summary.tag_links}",
+def _wrote(loaded) -> str:
+    if not loaded.parts:
+        return f"wrote {loaded.db} ({loaded.size} bytes)"
+    return f"wrote {len(loaded.parts)} databases ({loaded.size} bytes) in {loaded.db.parent}, split by steps:"
+
+
+def _part_lines(loaded) -> list[str]:
+    return [
+        f"  {part.db.name}: {part.size} bytes, {part.shards} shards, rows {part.rows}, targets {part.targets}"
+        for part in loaded.parts
     ]
+
+
+def _totals(loaded) -> str:
+    within = " (each database has its own)" if loaded.parts else ""
+    return f"  rows {loaded.rows}, targets {loaded.targets}, tags {loaded.tags}, tag links {loaded.tag_links}{within}"
+
+
+def print_load_summary(summary) -> None:
+    lines = [f"{_wrote(summary)} from {summary.shards} shards", *_part_lines(summary), _totals(summary)]
     lines += _duplicates_lines(summary)
     typer.echo("\n".join(lines))
 
 
-def _load_timing(parsed) -> str:
-    return "overlapping parse" if formats.get(parsed.format).streams else "after parse"
+def _load_timing(summary) -> str:
+    if summary.load.parts:
+        return f"{len(summary.load.parts)} databases at once"
+    return "overlapping parse" if formats.get(summary.format).streams else "after parse"
 
 
 def print_run_summary(summary) -> None:
     parsed, loaded, seconds = summary.parse, summary.load, summary.seconds
     lines = [
-        f"wrote {loaded.db} ({loaded.size} bytes)",
+        _wrote(loaded),
+        *_part_lines(loaded),
         f"  {_units(parsed)}: {parsed.parsed} parsed, {parsed.reused} reused (shards in {summary.work})",
-        f"  rows {loaded.rows}, targets {loaded.targets}, tags {loaded.tags}, tag links {loaded.tag_links}",
+        _totals(loaded),
     ]
     lines += _duplicates_lines(loaded)
     lines += _skipped_file_lines(parsed)
     lines += _skipped_lines(parsed.skipped)
     lines.append(
         f"  time: scan {seconds['scan']:.2f}s, parse {seconds['parse']:.2f}s, "
-        f"load {seconds['load']:.2f}s ({_load_timing(parsed)}), index {seconds['index']:.2f}s, "
+        f"load {seconds['load']:.2f}s ({_load_timing(summary)}), index {seconds['index']:.2f}s, "
         f"total {seconds['total']:.2f}s"
     )
     typer.echo("\n".join(lines))

@@ -194,9 +194,12 @@ _STOP_GRACE = 5.0  # seconds a task has to unwind once the main process is gone
 
 def _worker_started(parent: int) -> None:
     """Pool initializer, run with the signals blocked (inherited from the forkserver)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _stop)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, _stop)
+    except OSError:  # "ignored due to race condition": a signal came while this worker started; it is not needed
+        os._exit(128 + signal.SIGTERM)
     # The watcher inherits the block, so a SIGTERM reaches the main thread, whose task it unwinds.
     threading.Thread(target=_watch, args=(parent,), name="trendconv-parent-watch", daemon=True).start()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupt.SIGNALS)

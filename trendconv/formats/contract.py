@@ -87,6 +87,11 @@ class Format(ABC):
     parser_modules: tuple[str, ...]
     # trendconv 0.1 kept the dump part of WORK at WORK itself (trendconv.workdir reads it there, and moves it).
     old_part_at_work: bool = False
+    # Split output (trendconv.loading.split): what one group of shards is called in messages (`step directory`),
+    # and at most how many bytes a trend row with its index entries takes in a database of the format, including
+    # the pages' free space: the split decides file sizes from row counts with it, before any database exists.
+    group_noun: str = "group"
+    row_bytes: int = 256
 
     # ---- scan (in the main process)
 
@@ -159,11 +164,24 @@ class Format(ABC):
     def meta_label(self, meta: dict) -> dict:
         """`label` of the unit a shard was made from, read from its meta."""
 
+    # ---- split output: one database per range of steps (trendconv.loading.split)
+
+    def meta_steps(self, meta: dict) -> tuple[int, int] | None:
+        """The steps of the group a shard belongs to, (first, last): a split puts a group's shards in one
+        database, and a database's groups follow each other. None: the format cannot split, one group."""
+        return None
+
+    def carry(self, metas: list[dict]) -> Any:
+        """What the builder of one database of a split must know of every shard of the run (METAS, in processing
+        order), so that its global steps are those of the unsplit database; picklable, small."""
+        return None
+
     # ---- load
 
     @abstractmethod
-    def builder(self, out_dir: Path, *, index: bool) -> Builder:
-        """A builder of OUT_DIR/`db_name`; INDEX: build the read indexes."""
+    def builder(self, out_dir: Path, *, index: bool, name: str | None = None, carry: Any = None) -> Builder:
+        """A builder of OUT_DIR/NAME (by default `db_name`); INDEX: build the read indexes. CARRY: `carry` of every
+        shard of the run when the database holds only some of them (one of a split), else None."""
 
     # ---- words
 

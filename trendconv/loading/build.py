@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from trendconv import interrupt
@@ -45,7 +46,7 @@ def _write_failure(exc: connection.Error | OSError) -> str:
 def prepare_build(out_dir: Path, db_name: str) -> Path:
     """The private temporary path a database is built at, after removing those of killed loads."""
     make_directory(out_dir)
-    _remove_dead_temporaries(out_dir, db_name)
+    remove_dead_temporaries(out_dir, db_name)
     return interrupt.unfinished(out_dir / f".{db_name}.{os.getpid()}.tmp")
 
 
@@ -159,9 +160,40 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _remove_dead_temporaries(out_dir: Path, db_name: str) -> None:
+def remove_dead_temporaries(out_dir: Path, db_name: str) -> None:
     """Temporary builds of killed loads: `.<db>.<pid>.tmp` whose process is gone."""
     for path in out_dir.glob(f".{db_name}.*.tmp"):
         pid = path.name.rsplit(".", 2)[-2]
         if pid.isdigit() and not alive(int(pid)):
             path.unlink(missing_ok=True)
+
+
+def stage_shards(
+    fmt,
+    shard_list: list,
+    out_dir: Path,
+    *,
+    index: bool = True,
+    on_shard: Callable | None = None,
+    name: str | None = None,
+    carry=None,
+):
+    """The builder of OUT_DIR/NAME (by default the format's database) fed SHARD_LIST (in processing order), sealed:
+    the database is complete at its temporary path; `publish` moves it into place, `abort` drops it."""
+    builder = fmt.builder(out_dir, index=index, name=name, carry=carry)
+    try:
+        if not fmt.streams:
+            builder.plan([shard.meta for shard in shard_list])
+        add_shards(builder, shard_list, on_shard)
+        builder.seal()
+    except BaseException:
+        builder.abort()
+        raise
+    return builder
+
+
+def add_shards(builder, shard_list: Iterable, on_shard) -> None:
+    for shard in shard_list:
+        builder.add(shard)
+        if on_shard:
+            on_shard(shard)

@@ -1,57 +1,110 @@
-"""The load stage, format-blind: a format's builder fed its shards in processing order, the database complete at
-its temporary path (`Builder.publish` moves it into place, trendconv.loading.build.publish_all several at once)."""
+"""The load stage, format-blind: a format's shards, in processing order, into its database, or into the several
+databases of a split output (trendconv.loading.split), complete at their temporary paths. `publish_all`
+(trendconv.loading.build) then moves every database of every format into place, and `OutputSet.published`
+removes what the previous output left that the new one does not have (trendconv.loading.outputs)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from trendconv import shards
+from trendconv.executors import Executor, default_workers
 from trendconv.formats import Builder, Format
+from trendconv.loading.build import add_shards, stage_shards
+from trendconv.loading.outputs import replace_set
+from trendconv.loading.parts import build_parts, check_size, combined, jobs_of
+from trendconv.loading.split import Part, Partitioner, Split, db_stem, partition
 from trendconv.summaries import LoadSummary
 
+UNSPLIT = Split()
 
-def stage_shards(
+
+class OutputSet:
+    """One format's output, sealed: one database, or those of a split. `builders` are what `publish_all` moves
+    into place (and `abort` drops); `summary` is complete once `published` ran."""
+
+    def __init__(self, fmt: Format, out_dir: Path, split: Split, builders: list):
+        self.fmt, self.out_dir, self.split, self.builders = fmt, out_dir, split, builders
+        self.summary: LoadSummary = builders[0].summary if len(builders) == 1 else combined(builders)
+
+    def abort(self) -> None:
+        for builder in self.builders:
+            builder.abort()
+
+    def published(self) -> None:
+        """The databases are in place: sizes, and the previous output's files that are not the new ones."""
+        if self.summary.parts:
+            self.summary.size = sum(part.size for part in self.summary.parts)
+        names = [builder.final.name for builder in self.builders]
+        self.summary.warnings.extend(replace_set(self.out_dir, db_stem(self.fmt, self.split), names))
+
+
+def stage_output(
     fmt: Format,
     shard_list: list[shards.Shard],
     out_dir: Path,
+    split: Split = UNSPLIT,
     *,
     index: bool = True,
     on_shard: Callable[[shards.Shard], None] | None = None,
-) -> Builder:
-    """The builder of OUT_DIR/<fmt.db_name> fed SHARD_LIST (in processing order), sealed: the database is complete
-    at its temporary path; `publish` moves it into place, `abort` drops it."""
-    builder = fmt.builder(out_dir, index=index)
+    executor: Executor | None = None,
+) -> OutputSet:
+    """SHARD_LIST (in processing order) into one database, or into the databases of a split, built by
+    `split.load_workers` loader processes (or on EXECUTOR)."""
+    parts = partition(fmt, shard_list, split)
+    if len(parts) == 1:
+        builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard, name=parts[0].name)
+        return OutputSet(fmt, out_dir, split, [_checked(builder, split)])
+    return OutputSet(fmt, out_dir, split, _build(fmt, parts, shard_list, out_dir, split, index, on_shard, executor))
+
+
+def _checked(builder: Builder, split: Split) -> Builder:
     try:
-        if not fmt.streams:
-            builder.plan([shard.meta for shard in shard_list])
-        _add(builder, shard_list, on_shard)
-        builder.seal()
+        check_size(builder.tmp, builder.final, split.max_size)
     except BaseException:
         builder.abort()
         raise
     return builder
 
 
-def _add(builder: Builder, shard_list: Iterable[shards.Shard], on_shard) -> None:
-    for shard in shard_list:
-        builder.add(shard)
-        if on_shard:
-            on_shard(shard)
+def _build(fmt, parts: list[Part], shard_list, out_dir, split, index, on_shard, executor) -> list:
+    """The databases of PARTS, at the same time; their global steps from every shard (`Format.carry`)."""
+    carry = fmt.carry([shard.meta for shard in shard_list])
+    jobs = jobs_of(fmt, parts, carry, out_dir, index=index, max_size=split.max_size)
+
+    def built(part) -> None:
+        for _ in range(part.summary.shards):
+            if on_shard:
+                on_shard(None)
+
+    workers = split.load_workers or default_workers(len(jobs))
+    return build_parts(jobs, workers=workers, executor=executor, on_part=built)
 
 
 class Feeder:
-    """Feeds a builder the shards of a running parse, which come ready in any order, in processing order: a
-    streaming format's shard as soon as it and all before it are ready, any other format's once all are.
-    `seconds`: the time spent feeding."""
+    """Feeds the load stage the shards of a running parse, which come ready in any order, in processing order.
 
-    def __init__(self, fmt: Format, builder: Builder, on_loaded: Callable[[shards.Shard], None] | None):
-        self.fmt, self.builder, self.on_loaded = fmt, builder, on_loaded
+    A streaming format's shards go to a builder in this process as soon as they and all before them are ready,
+    one group (`Format.meta_steps`) at a time, since the split decides by whole groups: while the output is one
+    database, `run` loads as it parses. Once a split starts a second database, that first one is completed, and the
+    rest wait for the end of the parse, to be built at the same time by the loader processes. With `--split-steps`,
+    or for a format that needs every shard's meta first, everything waits for the end of the parse.
+    `seconds`: the time spent loading in this process before the end of the parse."""
+
+    def __init__(self, fmt: Format, out_dir: Path, split: Split, *, index: bool, on_loaded, executor=None):
+        self.fmt, self.out_dir, self.split, self.index = fmt, out_dir, split, index
+        self.on_loaded, self.executor = on_loaded, executor
         self.order: list[Path] = []
         self.ready: dict[Path, dict] = {}
         self.next = 0
         self.seconds = 0.0
+        self.done: list[shards.Shard] = []  # every shard, in processing order, as it was taken
+        self.partitioner = Partitioner(fmt, split)
+        self.group: tuple[tuple[int, int], list[shards.Shard]] | None = None
+        self.streaming = fmt.streams and split.steps is None
+        self.builder: Builder | None = None  # the first database, loaded while parsing
 
     def plan(self, tasks: list) -> None:
         """TASKS: the parse tasks (trendconv.parsing.ParseTask), each of which will be ready once."""
@@ -60,22 +113,85 @@ class Feeder:
     def shard_ready(self, task, meta: dict) -> None:
         self.ready[task.shard_path] = meta
         if self.fmt.streams:
-            self._feed()
+            self._take()
 
-    def finish(self) -> LoadSummary:
-        """Feed the rest and seal the builder: the database is complete at its temporary path."""
-        if not self.fmt.streams:
-            started = time.perf_counter()
-            self.builder.plan([self.ready[path] for path in self.order])
-            self.seconds += time.perf_counter() - started
-        self._feed()
-        self.builder.seal()
-        return self.builder.summary
+    def abort(self) -> None:
+        if self.builder is not None:
+            self.builder.abort()
 
-    def _feed(self) -> None:
+    def finish(self) -> OutputSet:
+        """Take the rest, and complete every database at its temporary path."""
+        self._take()
+        self._close_group()
+        if not self.fmt.streams or self.builder is None:
+            return stage_output(
+                self.fmt,
+                self.done,
+                self.out_dir,
+                self.split,
+                index=self.index,
+                on_shard=self.on_loaded,
+                executor=self.executor,
+            )
+        parts = self.partitioner.named()
+        if self.streaming:
+            self._seal_first()
+        first = self.builder
+        first.final = self.out_dir / parts[0].name
+        if len(parts) == 1:
+            return OutputSet(self.fmt, self.out_dir, self.split, [first])
+        try:
+            rest = _build(
+                self.fmt, parts[1:], self.done, self.out_dir, self.split, self.index, self.on_loaded, self.executor
+            )
+        except BaseException:
+            first.abort()
+            raise
+        return OutputSet(self.fmt, self.out_dir, self.split, [first, *rest])
+
+    def _take(self) -> None:
         started = time.perf_counter()
         while self.next < len(self.order) and self.order[self.next] in self.ready:
             path = self.order[self.next]
-            _add(self.builder, [shards.Shard(path, self.ready.pop(path))], self.on_loaded)
+            shard = shards.Shard(path, self.ready.pop(path))
+            self.done.append(shard)
             self.next += 1
+            if self.fmt.streams:
+                self._group_of(shard)
+        self.seconds += time.perf_counter() - started
+
+    def _group_of(self, shard: shards.Shard) -> None:
+        steps = self.fmt.meta_steps(shard.meta) or (0, 0)
+        if self.group is not None and self.group[0] != steps:
+            self._close_group()
+        if self.group is None:
+            self.group = (steps, [])
+        self.group[1].append(shard)
+
+    def _close_group(self) -> None:
+        """A whole group is ready: it goes to the first database while the output is one, else it waits."""
+        if self.group is None:
+            return
+        steps, members = self.group
+        self.group = None
+        starts = self.partitioner.add(steps, members)
+        if not self.streaming:
+            return
+        if starts and self.builder is not None:  # a second database: the first is complete, indexed meanwhile
+            self.streaming = False
+            self._seal_first()
+            return
+        if self.builder is None:
+            self.builder = self.fmt.builder(self.out_dir, index=self.index, name=db_stem(self.fmt, self.split))
+        add_shards(self.builder, members, self.on_loaded)
+
+    def _seal_first(self) -> None:
+        """The first database, loaded while parsing, is complete (its name is decided with the others')."""
+        started = time.perf_counter()
+        try:
+            self.builder.seal()
+        except BaseException:
+            self.builder.abort()
+            raise
+        _checked(self.builder, self.split)
         self.seconds += time.perf_counter() - started

@@ -37,10 +37,13 @@ class DumpBuilder:
     it into place (or `abort`)."""
 
     @writes_db
-    def __init__(self, out_dir: Path, *, index: bool = True):
+    def __init__(self, out_dir: Path, *, index: bool = True, name: str | None = None, carry: dict | None = None):
         self.out_dir = out_dir
         self.index = index
-        self.final = out_dir / DB_NAME
+        self.final = out_dir / (name or DB_NAME)
+        # One database of a split: each step's first global step, from every shard of the run (`first_global_steps`).
+        self._carry = carry
+        self._start: int | None = None  # the first global step of this database's first step
         self.summary = LoadSummary()
         self._ids = TargetIds()
         self._stat1 = Stat1Counts()
@@ -54,7 +57,7 @@ class DumpBuilder:
         self._steps: list[int] = []
         self._max_rank = 0
         self.seconds = {"finish": 0.0, "index": 0.0}
-        self.tmp = prepare_build(out_dir, DB_NAME)
+        self.tmp = prepare_build(out_dir, self.final.name)
         self._conn = _create(self.tmp)
         self._writer = Writer(self._conn, STATS)
 
@@ -107,6 +110,10 @@ class DumpBuilder:
         if self._step is not None and step < self._step:
             raise DataError(f"shards out of order: step {step} after step {self._step}")
         self._offset += self._step_micro_steps or 0
+        if self._carry is not None:
+            self._offset = self._carry[step]
+        if self._start is None:
+            self._start = self._offset
         self._step, self._step_micro_steps = step, None
         self._steps.append(step)
 
@@ -191,7 +198,7 @@ class DumpBuilder:
 
     def _global_stats(self) -> tuple:
         if self.micro_step_mode:
-            steps = (0, self._offset - 1)
+            steps = (self._start, self._offset - 1)
         else:
             steps = (min(self._steps), max(self._steps))
         return (self._max_rank, *steps, *([",".join(STATS)] * len(METRICS)))
@@ -204,6 +211,22 @@ class DumpBuilder:
         with contextlib.suppress(BaseException):  # the failure being handled is the one to report
             self._writer.close()
         abandon(self._conn, self.tmp)
+
+
+def first_global_steps(metas: list[dict]) -> dict[int, int] | None:
+    """Each step's first global step in micro-step mode, as `add` counts them: the sum of the micro-step counts
+    of the steps before it, a step's count being the largest of its file sets' (None in step mode)."""
+    if not metas or not metas[0]["options"]["micro_step"]:
+        return None
+    counts: dict[int, int] = {}
+    for meta in metas:
+        step = meta["step"]
+        counts[step] = max(counts.get(step, meta["micro_steps"]), meta["micro_steps"])
+    firsts, offset = {}, 0
+    for step in sorted(counts):
+        firsts[step] = offset
+        offset += counts[step]
+    return firsts
 
 
 def _construct_json(meta: dict) -> str:

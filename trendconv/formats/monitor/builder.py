@@ -37,12 +37,13 @@ class MonitorBuilder:
     `abort`)."""
 
     @writes_db
-    def __init__(self, out_dir: Path, *, index: bool = True):
+    def __init__(self, out_dir: Path, *, index: bool = True, name: str | None = None, carry: list | None = None):
         self.index = index
-        self.final = out_dir / DB_NAME
+        self.final = out_dir / (name or DB_NAME)
         self.summary = LoadSummary()
         self.seconds = {"finish": 0.0, "index": 0.0}
-        self.tmp = prepare_build(out_dir, DB_NAME)
+        self._carry = carry  # one database of a split: `plan.micro_step_counts` of every file of the run
+        self.tmp = prepare_build(out_dir, self.final.name)
         self._conn = open_build(self.tmp)
         self._plan: MonitorPlan | None = None
         self._targets: dict[str, int] = {}
@@ -52,7 +53,7 @@ class MonitorBuilder:
 
     @writes_db
     def plan(self, metas: list[dict]) -> MonitorPlan:
-        plan = self._plan = plan_monitor(metas)
+        plan = self._plan = plan_monitor(metas, self._carry)
         self.summary.warnings.extend(plan.warnings)
         self._metric_ids = schema.metric_ids(plan.metrics)
         self._step_keys = pa.array(sorted(plan.offsets), pa.int64())

@@ -33,7 +33,9 @@ class MonitorPlan:
         return [stat for stat in STATS if stat in used]
 
 
-def plan_monitor(metas: list[dict]) -> MonitorPlan:
+def plan_monitor(metas: list[dict], counts: list[tuple[int, int]] | None = None) -> MonitorPlan:
+    """What METAS decide. COUNTS (`micro_step_counts` of every file of the run) when METAS are one database's
+    files of a split: their global steps are then those of the unsplit database."""
     if not metas:
         raise DataError("no monitor shards to load")
     _check_same_options(metas)
@@ -47,8 +49,36 @@ def plan_monitor(metas: list[dict]) -> MonitorPlan:
         raise DataError(f"no stat column ({', '.join(STATS[:6])}, ...) in any monitor CSV file")
     plan = MonitorPlan(micro_step, metrics, stats, max_rank=max(meta["rank"] for meta in metas))
     plan.warnings = _rowless_metric_warnings(metas, with_rows)
-    _plan_steps(plan, metas)
+    if counts is None:
+        _plan_steps(plan, metas)
+    else:
+        _plan_part_steps(plan, metas, counts)
     return plan
+
+
+def micro_step_counts(metas: list[dict]) -> list[tuple[int, int]] | None:
+    """In micro-step mode, each original step with its micro-step count, the largest in any file (None in step
+    mode)."""
+    if not metas or not metas[0]["options"]["micro_step"]:
+        return None
+    counts: dict[int, int] = {}
+    for meta in metas:
+        for step, count in meta["micro_steps_per_step"]:
+            counts[step] = max(counts.get(step, 0), count)
+    return sorted(counts.items())
+
+
+def _plan_part_steps(plan: MonitorPlan, metas: list[dict], counts: list[tuple[int, int]]) -> None:
+    """The slots of every step of the run (checked when the whole run was planned), and global_stats' steps
+    from those of METAS."""
+    offset, ends = 0, {}
+    for step, count in counts:
+        plan.offsets[step] = offset
+        offset += count
+        ends[step] = offset - 1
+    steps = sorted({step for meta in metas for step, _ in meta["micro_steps_per_step"]})
+    if steps:
+        plan.min_step, plan.max_step = plan.offsets[steps[0]], ends[steps[-1]]
 
 
 def _check_same_options(metas: list[dict]) -> None:

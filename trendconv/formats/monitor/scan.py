@@ -53,7 +53,7 @@ class CsvFile:
 
 def order(rank: int, run_dir: str, name: str, metric: str) -> tuple:
     """Processing order: rank, run, then each metric's files by step range (live `.csv` before `.csv.bak`)."""
-    start, end = _step_range(name, metric)
+    start, end = step_range(name, metric)
     return (rank, run_dir, metric, start, end, name)
 
 
@@ -169,13 +169,14 @@ def metric_of(name: str) -> str | None:
     if len(parts) < 2:
         return None
     metric = "_".join(parts[:-1])
-    if metric not in METRICS or _step_range(name, metric) is None:
+    if metric not in METRICS or step_range(name, metric) is None:
         return None
     return metric
 
 
-def _step_range(name: str, metric: str) -> tuple[int, int] | None:
-    """The `<a>-<b>` of the name: the reference never uses it; here it orders a metric's files."""
+def step_range(name: str, metric: str) -> tuple[int, int] | None:
+    """The `<a>-<b>` of the name: the reference never uses it; here it orders a metric's files, and a split
+    output puts the files of one range in one database."""
     match = re.match(rf"{metric}_(\d+)-(\d+)\.csv", name)
     return (int(match[1]), int(match[2])) if match else None
 

@@ -1,0 +1,124 @@
+"""Split output and parallel loaders, measured as ratios in one run (medians of interleaved rounds).
+
+    python -m benchmarks.split [--steps 32 --ranks 4 --layers 16] [--split-steps 4] [--repeat 3] [--output DIR]
+
+- load throughput: `trendconv load WORK --split-steps N` with `--load-workers 2` against `--load-workers 1`
+  (target: at least 1.7x on 2 cores);
+- end to end: `trendconv run -j2 --split-steps N` against `run -j1 --split-steps N`, fresh WORK and output each
+  run (target: at least 1.6x on 32 steps x 4 ranks x 16 layers);
+- the unsplit `run -j1` and `run -j2` beside them, and every file's size, with peak memory of each process tree.
+
+Writes DIR/RESULTS-split.md (default: benchmarks/RESULTS-split.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.report import machine_line
+from benchmarks.run import CACHE, Scenario, data_for, machine, measure
+
+HERE = Path(__file__).resolve().parent
+
+
+def trendconv(*args) -> list[str]:
+    return [sys.executable, "-m", "trendconv", *map(str, args), "-q"]
+
+
+def variants(data: Path, scratch: Path, split: int) -> dict[str, list[str]]:
+    """Each measured command; every one starts from an empty output (and WORK) but `load`'s, which reads one WORK."""
+    work = scratch / "work"
+    return {
+        "load, 1 loader": trendconv("load", work, "--db", scratch / "l1", "--split-steps", split, "--load-workers", 1),
+        "load, 2 loaders": trendconv("load", work, "--db", scratch / "l2", "--split-steps", split, "--load-workers", 2),
+        "run -j1, split": trendconv("run", data, "--db", scratch / "r1", "-j1", "--split-steps", split),
+        "run -j2, split": trendconv("run", data, "--db", scratch / "r2", "-j2", "--split-steps", split),
+        "run -j1, one file": trendconv("run", data, "--db", scratch / "u1", "-j1"),
+        "run -j2, one file": trendconv("run", data, "--db", scratch / "u2", "-j2"),
+    }
+
+
+def bench(scenario: Scenario, split: int, repeat: int) -> dict:
+    data = data_for(scenario)
+    with tempfile.TemporaryDirectory(dir=CACHE) as scratch_dir:
+        scratch = Path(scratch_dir)
+        measure(trendconv("parse", data, "--work", scratch / "work", "-j2"))
+        commands = variants(data, scratch, split)
+        seconds: dict[str, list[float]] = {name: [] for name in commands}
+        peaks: dict[str, int] = dict.fromkeys(commands, 0)
+        for _ in range(repeat):  # interleaved: each round runs every variant once
+            for name, command in commands.items():
+                shutil.rmtree(command[command.index("--db") + 1], ignore_errors=True)  # a fresh output (and WORK)
+                elapsed, peak, _ = measure(command)
+                seconds[name].append(elapsed)
+                peaks[name] = max(peaks[name], peak)
+            sizes = {path.name: path.stat().st_size for path in sorted((scratch / "r2").glob("*.trend.db"))}
+    return {"scenario": scenario, "split": split, "seconds": seconds, "peaks": peaks, "sizes": sizes}
+
+
+def ratio(result: dict, slow: str, fast: str) -> float:
+    medians = {name: statistics.median(values) for name, values in result["seconds"].items()}
+    return medians[slow] / medians[fast]
+
+
+def report(result: dict, repeat: int) -> str:
+    scenario = result["scenario"]
+    medians = {name: statistics.median(values) for name, values in result["seconds"].items()}
+    lines = [
+        "# Split output and parallel loaders",
+        "",
+        f"`python -m benchmarks.split --steps {scenario.steps} --ranks {scenario.ranks} --layers {scenario.layers} "
+        f"--split-steps {result['split']} --repeat {repeat}`; {machine_line(machine())}",
+        "",
+        f"Dump data of {scenario.steps} steps × {scenario.ranks} ranks × {scenario.layers} layers, "
+        f"`--split-steps {result['split']}`; medians of {repeat} interleaved rounds, fresh output (and WORK, for "
+        "`run`) each time; peak memory of the whole process tree (PSS).",
+        "",
+        "| command | median s | rounds s | peak MiB |",
+        "|---|---:|---|---:|",
+    ]
+    for name, values in result["seconds"].items():
+        rounds = ", ".join(f"{value:.2f}" for value in values)
+        lines.append(f"| {name} | {medians[name]:.2f} | {rounds} | {result['peaks'][name] / 1024:.0f} |")
+    lines += [
+        "",
+        f"- load throughput, 2 loader processes against 1: "
+        f"**{ratio(result, 'load, 1 loader', 'load, 2 loaders'):.2f}×** (target ≥ 1.7×)",
+        f"- `run -j1` / `run -j2`, split output: **{ratio(result, 'run -j1, split', 'run -j2, split'):.2f}×** "
+        "(target ≥ 1.6×)",
+        f"- `run -j1` / `run -j2`, one file: {ratio(result, 'run -j1, one file', 'run -j2, one file'):.2f}×",
+        "",
+        "Files of the split output:",
+        "",
+        "| file | bytes |",
+        "|---|---:|",
+        *(f"| {name} | {size} |" for name, size in result["sizes"].items()),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=16)
+    parser.add_argument("--split-steps", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--output", type=Path, default=HERE)
+    args = parser.parse_args()
+    scenario = Scenario(f"{args.steps}x{args.ranks}x{args.layers}", args.steps, args.ranks, args.layers)
+    result = bench(scenario, args.split_steps, args.repeat)
+    text = report(result, args.repeat)
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "RESULTS-split.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Split output: one format's shards divided into databases by ranges of steps (docs/user-guide.md, "Big runs").
+
+A format puts each shard in a *group* (`Format.meta_steps`: a dump step directory, the files of one step range of
+monitor data); a database holds whole groups, one after another in step order. The division is decided from the
+shards' footers alone (their row counts), so that it is the same on every run of the same shards: a database
+takes groups while `--split-steps` allows more and its estimated size (rows × `Format.row_bytes`) stays within
+`--max-db-size`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from trendconv.check import PLUGIN_SIZE_LIMIT
+from trendconv.errors import DataError, UsageError, plural
+from trendconv.formats import Format
+from trendconv.shards import Shard
+
+DB_SUFFIX = ".trend.db"
+STEP_DIGITS = 6  # the least width of the step numbers in a split database's name, so that names sort in step order
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(iB|B|)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a format's output is divided: at most STEPS groups and MAX_SIZE estimated bytes per database, NAME
+    before every file name (several runs in one directory), and how many processes build the databases."""
+
+    steps: int | None = None
+    max_size: int = PLUGIN_SIZE_LIMIT
+    name: str | None = None
+    load_workers: int | None = None
+
+
+@dataclass
+class Part:
+    """One database of a split: its groups' shards in processing order, and their steps."""
+
+    first: int
+    last: int
+    shards: list[Shard] = field(default_factory=list)
+    groups: int = 0
+    rows: int = 0
+    name: str = ""
+
+
+def parse_size(text: str) -> int:
+    """`--max-db-size`: bytes, or a number with K, M, G or T: powers of 1024 (also written KiB, MiB, ...), or of 1000
+    when written KB, MB, GB, TB."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise UsageError(f"{text!r} is not a size: give bytes, or a number with K, M, G or T (like 5G or 500M)")
+    number, letter, suffix = match.groups()
+    power = "KMGT".index(letter.upper()) + 1 if letter else 0
+    base = 1000 if letter and suffix.upper() == "B" else 1024
+    size = int(float(number) * base**power)
+    if not 1 <= size < 2**63:
+        raise UsageError(f"{text!r} is not a size from 1 byte to 8 EiB")
+    return size
+
+
+def check_name(name: str | None) -> None:
+    """`--name` goes in file names next to other runs': a plain word."""
+    if name is not None and not _NAME.fullmatch(name):
+        raise UsageError(
+            f"{name!r} is not a run name: up to 100 letters, digits, '-', '_' or '.', starting with a letter or digit"
+        )
+
+
+def db_stem(fmt: Format, split: Split) -> str:
+    """The unsplit database's name, with the run's name first: `NAME.dump_data.trend.db`."""
+    return f"{split.name}.{fmt.db_name}" if split.name else fmt.db_name
+
+
+class Partitioner:
+    """Decides, group after group in step order, where a database ends. `add` takes one group's shards and says
+    whether a new database starts with it."""
+
+    def __init__(self, fmt: Format, split: Split):
+        self.fmt, self.split = fmt, split
+        self.parts: list[Part] = []
+
+    def add(self, steps: tuple[int, int], members: list[Shard]) -> bool:
+        rows = sum(shard.meta["rows"] for shard in members)
+        self._check_fits(steps, rows)
+        current = self.parts[-1] if self.parts else None
+        starts = current is None or not self._room(current, rows)
+        if starts:
+            current = Part(*steps)
+            self.parts.append(current)
+        current.shards.extend(members)
+        current.groups += 1
+        current.rows += rows
+        current.last = max(current.last, steps[1])
+        return starts
+
+    def _room(self, part: Part, rows: int) -> bool:
+        if self.split.steps is not None and part.groups >= self.split.steps:
+            return False
+        return (part.rows + rows) * self.fmt.row_bytes <= self.split.max_size
+
+    def _check_fits(self, steps: tuple[int, int], rows: int) -> None:
+        estimate = rows * self.fmt.row_bytes
+        if estimate > self.split.max_size:
+            raise DataError(
+                f"the {self.fmt.group_noun} of {_steps_text(steps)}: {plural(rows, 'row')}, up to {estimate} bytes "
+                "in a database "
+                f"({self.fmt.row_bytes} bytes a row at most), more than the {self.split.max_size} bytes of "
+                f"--max-db-size, and a {self.fmt.group_noun} is never divided; raise --max-db-size (the Trend "
+                f"Analyzer opens files up to {PLUGIN_SIZE_LIMIT} bytes)"
+            )
+
+    def named(self) -> list[Part]:
+        """The parts, each with its file name: the unsplit name when there is one part."""
+        stem = db_stem(self.fmt, self.split)
+        if not self.parts:  # no shards: loading them says so
+            self.parts.append(Part(0, 0))
+        if len(self.parts) == 1:
+            self.parts[0].name = stem
+            return self.parts
+        width = max(STEP_DIGITS, *(len(str(part.last)) for part in self.parts))
+        base = stem.removesuffix(DB_SUFFIX)
+        for part in self.parts:
+            part.name = f"{base}.steps-{part.first:0{width}d}-{part.last:0{width}d}{DB_SUFFIX}"
+        return self.parts
+
+
+def partition(fmt: Format, shard_list: list[Shard], split: Split) -> list[Part]:
+    """SHARD_LIST (in processing order) divided into databases, each with its shards in processing order."""
+    partitioner = Partitioner(fmt, split)
+    for steps, members in groups(fmt, shard_list):
+        partitioner.add(steps, members)
+    return partitioner.named()
+
+
+def groups(fmt: Format, shard_list: list[Shard]) -> list[tuple[tuple[int, int], list[Shard]]]:
+    """The shards by group, in step order; within a group in processing order. A format that cannot split has
+    one group."""
+    by_steps: dict[tuple[int, int], list[Shard]] = {}
+    for shard in shard_list:
+        steps = fmt.meta_steps(shard.meta) or (0, 0)
+        by_steps.setdefault(steps, []).append(shard)
+    return sorted(by_steps.items(), key=lambda item: item[0])
+
+
+def _steps_text(steps: tuple[int, int]) -> str:
+    first, last = steps
+    return f"step {first}" if first == last else f"steps {first}-{last}"
