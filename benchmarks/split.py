@@ -8,7 +8,7 @@
   run (target: at least 1.6x on 32 steps x 4 ranks x 16 layers);
 - the unsplit `run -j1` and `run -j2` beside them, and every file's size, with peak memory of each process tree.
 
-Writes DIR/RESULTS-split.md (default: benchmarks/RESULTS-split.md).
+Writes RESULTS-split.md into --output (default: benchmarks/RESULTS-split.md).
 """
 
 from __future__ import annotations
