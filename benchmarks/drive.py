@@ -60,7 +60,7 @@ def monitor(source: Path, out: Path, workers: int) -> dict:
 def main(mode: str, source: str, out: str, workers: str) -> None:
     modes = {"run": run, "parse": parse, "load": load, "dask": dask, "monitor": monitor}
     if mode in ("run", "parse", "monitor"):
-        prestart(int(workers))
+        prestart(int(workers), Path(source))
     report = modes[mode](Path(source), Path(out), int(workers))
     report["rss_main_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(json.dumps(report))

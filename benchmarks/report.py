@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 
@@ -55,6 +56,33 @@ def _scenario_section(result: dict) -> list[str]:
     return lines + [""]
 
 
+def _summary(results: list[dict]) -> list[str]:
+    """One line per scenario: the ratios the targets speak of (vs msprobe, one worker vs two) and peak memory."""
+    lines = [
+        "| scenario | input bytes / row | msprobe s | 1 worker s | 2 workers s | 1 / 2 workers | msprobe / 2 workers "
+        "| peak RSS MiB, 2 workers |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        ours, reference = result["ours"], result["msprobe"].median()
+        if not {1, 2} <= set(ours):
+            continue
+        one, two = ours[1].median(), ours[2].median()
+        per_row = result["bytes"] / ours[2].counts["rows"]
+        lines.append(
+            f"| {result['scenario'].name}, {result['scenario'].layers} layers | {per_row:.0f} | {reference:.2f} | "
+            f"{one:.2f} | {two:.2f} | {one / two:.2f}× | {reference / two:.2f}× | {max(ours[2].rss_kib) / 1024:.0f} |"
+        )
+    return [*lines, ""] if len(lines) > 2 else []
+
+
+def _startup(started: dict[str, list[float]]) -> list[str]:
+    lines = ["## Start-up", "", "| command | median s | min s | runs |", "|---|---|---|---|"]
+    for name, seconds in started.items():
+        lines.append(f"| `{name}` | {statistics.median(seconds):.3f} | {min(seconds):.3f} | {len(seconds)} |")
+    return [*lines, ""]
+
+
 def machine_line(machine: dict) -> str:
     """The machine, Python, both SQLite versions and trendconv's C parts, for the head of a report."""
     return (
@@ -64,7 +92,7 @@ def machine_line(machine: dict) -> str:
     )
 
 
-def write_report(directory: Path, command: str, machine: dict, results: list[dict]) -> None:
+def write_report(directory: Path, command: str, machine: dict, results: list[dict], started: dict) -> None:
     lines = [
         "# Benchmark results",
         "",
@@ -75,6 +103,8 @@ def write_report(directory: Path, command: str, machine: dict, results: list[dic
         "`total / floor` is total / max(JSON floor / workers, SQLite floor); the SQLite floor goes through the "
         "connection trendconv writes with.",
         "",
+        *_summary(results),
+        *_startup(started),
     ]
     for result in results:
         lines += _scenario_section(result)

@@ -1,6 +1,10 @@
 """Benchmark runner: trendconv vs msprobe data2db 26.2.0 and against the physical floors, in one run.
 
-    python -m benchmarks.run [--quick] [--large] [--workers 1,2,4,8] [--repeat 3] [--msprobe PATH]
+    python -m benchmarks.run [--quick] [--large] [--shapes] [--workers 1,2,4,8] [--repeat 3] [--msprobe PATH]
+
+--shapes adds the generator's other dump shapes (datagen.dump.SHAPES: wide, narrow, plain) at 32 steps x 4 ranks
+(with --quick: at the quick size). Every run also times the start-up: `trendconv --version` and `trendconv run`
+on the shipped sample.
 
 Writes benchmarks/RESULTS.md and benchmarks/results.png. Every number is a median of --repeat rounds (each
 round runs every measurement once), measured on this machine in this run; speed-ups are ratios of times from
@@ -27,13 +31,14 @@ from pathlib import Path
 import apsw
 import orjson
 
-from datagen.dump import generate
+from datagen.dump import SHAPES, generate
 from trendconv import formats, native
 from trendconv.jsonfile import _quote_bare_tokens
 from trendconv.loading import connection, schema
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".data"
+SAMPLE = HERE.parent / "examples" / "sample_dump"
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class Scenario:
     steps: int
     ranks: int
     layers: int
+    shape: str = ""  # a name of datagen.dump.SHAPES; "" for the generator's default shape
 
 
 SCENARIOS = [
@@ -51,6 +57,13 @@ SCENARIOS = [
 ]
 LARGE = Scenario("64 steps x 8 ranks", 64, 8, 16)
 QUICK = [Scenario("quick: 4 steps x 2 ranks", 4, 2, 4)]
+
+
+def shape_scenarios(quick: bool) -> list[Scenario]:
+    """The other dump shapes, at the size of the main scenario (32 x 4 x 16) or, QUICK, of the quick one."""
+    steps, ranks, layers = (4, 2, 4) if quick else (32, 4, 16)
+    size = f"{steps} steps x {ranks} ranks"
+    return [Scenario(f"{shape}: {size}", steps, ranks, layers, shape) for shape in sorted(SHAPES)]
 
 
 @dataclass
@@ -123,10 +136,12 @@ def measure(command: list[str], env: dict | None = None) -> tuple[float, int, st
 
 
 def data_for(scenario: Scenario, seed: int = 1) -> Path:
-    target = CACHE / f"s{scenario.steps}_r{scenario.ranks}_l{scenario.layers}_seed{seed}"
+    shape = f"_{scenario.shape}" if scenario.shape else ""
+    target = CACHE / f"s{scenario.steps}_r{scenario.ranks}_l{scenario.layers}_seed{seed}{shape}"
     if not (target / "done").exists():
         shutil.rmtree(target, ignore_errors=True)
-        generate(target / "data", steps=scenario.steps, ranks=scenario.ranks, layers=scenario.layers, seed=seed)
+        size = {"steps": scenario.steps, "ranks": scenario.ranks, "layers": scenario.layers}
+        generate(target / "data", **size, seed=seed, **SHAPES.get(scenario.shape, {}))
         (target / "done").write_text("ok\n")
     return target / "data"
 
@@ -194,6 +209,25 @@ def sqlite_floor(db: Path, scratch: Path) -> float:
     return elapsed
 
 
+def startup(repeat: int, scratch: Path) -> dict[str, list[float]]:
+    """Wall seconds of `trendconv --version` and of `trendconv run` on the shipped sample (fresh output each time,
+    -j2 and the default workers), REPEAT interleaved rounds."""
+    script = Path(sys.executable).with_name("trendconv")  # the console script, as a user runs it
+    trendconv = [str(script)] if script.exists() else [sys.executable, "-m", "trendconv"]
+    commands = {
+        "trendconv --version": [*trendconv, "--version"],
+        "trendconv run examples/sample_dump -j2": [*trendconv, "run", str(SAMPLE), "-q", "-j2", "--db"],
+        "trendconv run examples/sample_dump": [*trendconv, "run", str(SAMPLE), "-q", "--db"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for round_ in range(repeat):
+        for number, (name, command) in enumerate(commands.items()):
+            out = [str(scratch / f"startup_{round_}_{number}")] if command[-1] == "--db" else []
+            times[name].append(measure([*command, *out])[0])
+    shutil.rmtree(scratch, ignore_errors=True)
+    return times
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -219,6 +253,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one small scenario (a smoke test of the runner)")
     parser.add_argument("--large", action="store_true", help="add the 64 steps x 8 ranks scenario")
+    parser.add_argument("--shapes", action="store_true", help="add the other dump shapes (wide, narrow, plain)")
     parser.add_argument("--workers", default="1,2,4,8")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
@@ -227,12 +262,14 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=HERE)
     args = parser.parse_args()
     scenarios = QUICK if args.quick else SCENARIOS + ([LARGE] if args.large else [])
+    scenarios += shape_scenarios(args.quick) if args.shapes else []
     workers = [int(count) for count in args.workers.split(",")]
     results = [bench(scenario, workers, args) for scenario in scenarios]
+    started = startup(args.repeat * 3, CACHE / "startup")
     from benchmarks.report import write_report
 
     command = "python -m benchmarks.run " + " ".join(sys.argv[1:])
-    write_report(args.output, command.strip(), machine(), results)
+    write_report(args.output, command.strip(), machine(), results, started)
 
 
 def bench(scenario: Scenario, workers: list[int], args) -> dict:

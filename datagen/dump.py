@@ -6,6 +6,10 @@ per-name call counters, backward keys tied to their forward twins, ``parameters_
 construct.json, an optimizer phase, and the odd values real dumps contain (nulls, nested lists, non-tensors, int and
 bool tensors, DTensors, strings, ±inf, NaN, values beyond ±1e9).
 
+Shapes that stress other costs of a converter (``SHAPES``, the benchmarks' scenarios): more bytes per row (long
+module paths, many non-tensor arguments, ``indent=4``), fewer bytes per row (level L1: API calls only and an empty
+construct.json, small tensors, one-line JSON) and the plain construct.json of non-Megatron runs.
+
 Library: ``generate(out, steps=..., ranks=..., layers=...)``. CLI: ``python -m datagen.dump --help``.
 The same arguments always give the same bytes: every file has its own ``random.Random`` seeded from a string
 (hashed with SHA-512, so PYTHONHASHSEED plays no part) and nothing iterates over a set.
@@ -15,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import random
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +116,9 @@ MINDSPORE = Flavor(
     api_prefixes={"Torch": "Mint", "NPU": "Primitive"},
 )
 FLAVORS = {"pytorch": PYTORCH, "mindspore": MINDSPORE}
+# Keyword names of the extra non-tensor arguments (--non-tensors), numbered once they run out.
+NON_TENSOR_NAMES = ("dim", "alpha", "inplace", "reduction", "out", "index", "ellipsis", "dtype", "size", "device")
+NON_TENSOR_NAMES += ("memory_format", "group", "op")
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,21 @@ class Opts:
     procs: bool = False
     recompute: bool = False
     old_grad_counter: bool = False
+    level: str = "mix"
+    indent: int = 1
+    long_keys: bool = False
+    non_tensors: int = 0
+    small_tensors: bool = False
+
+
+# The shapes the benchmarks measure besides the default (generate's keyword arguments).
+SHAPES = {
+    "wide": {"long_keys": True, "non_tensors": 12, "indent": 4},
+    "narrow": {"level": "L1", "small_tensors": True, "indent": 0},
+    "plain": {"construct": "plain"},
+}
+LEVELS = ("mix", "L1")
+INDENTS = (0, 1, 2, 4)  # 0: all on one line
 
 
 @dataclass(frozen=True)
@@ -137,6 +161,11 @@ class Dims:
     head_dim: int = 128
     ffn: int = 11008
     vocab: int = 32000
+
+
+def small_dims(tp: int) -> Dims:
+    """A model small enough that every shape is a few one- or two-digit numbers."""
+    return Dims(tp=tp, seq=8, hidden=16, heads=2, head_dim=8, ffn=32, vocab=64)
 
 
 @dataclass(eq=False)
@@ -236,7 +265,8 @@ class FileBuilder:
     def __init__(self, opts: Opts, step: int, rank: int) -> None:
         self.opts, self.step = opts, step
         self.flavor = FLAVORS[opts.framework]
-        self.dims = Dims(tp=tp_size(opts.ranks))
+        self.dims = small_dims(tp_size(opts.ranks)) if opts.small_tensors else Dims(tp=tp_size(opts.ranks))
+        self.modules = opts.level == "mix"  # level L1 records API calls only: no module entries, construct {}
         self.rng = random.Random(f"trendconv-gen/{opts.seed}/{step}/{rank}")
         self.data: dict[str, dict] = {}
         self.construct: dict[str, object] = {}
@@ -283,6 +313,8 @@ class FileBuilder:
 
     # -- construct -------------------------------------------------------------------------------------------
     def node(self, key: str, parent: str | None) -> None:
+        if not self.modules:
+            return
         if self.opts.construct == "megatron":
             self.construct[key] = [parent, self.mb]
         else:
@@ -318,16 +350,44 @@ class FileBuilder:
         index = self.next_index(base)
         key = f"{base}.{index}.forward"
         self.node(key, self.parent(api=True))
-        entry = {"input_args": self.render(args), "input_kwargs": self.render(kwargs or {}), "output": self.render(out)}
+        kwargs = {**(kwargs or {}), **self.extra_kwargs(index)}
+        entry = {"input_args": self.render(args), "input_kwargs": self.render(kwargs), "output": self.render(out)}
         self.recompute_field(entry, legacy)
         self.data[key] = entry
         if grad:
             self.attach(Call(key, False, args, out))
         return out[0] if len(out) == 1 else out
 
+    def extra_kwargs(self, index: int) -> dict:
+        """``--non-tensors N``: N more keyword arguments that are not tensors, of the kinds msprobe writes."""
+        kinds = self.non_tensor_kinds()
+        return {f"{NON_TENSOR_NAMES[n % len(NON_TENSOR_NAMES)]}{n // len(NON_TENSOR_NAMES) or ''}": kinds[
+            (index + n) % len(kinds)
+        ] for n in range(self.opts.non_tensors)}  # fmt: skip
+
+    def non_tensor_kinds(self) -> list:
+        kinds = [I(-1), F(0.5), B(False), S("mean"), None, {"type": "slice", "value": [0, None, 2]}]
+        kinds += [{"type": "ellipsis", "value": "..."}, self.dtype("fp32"), self.size((self.dims.seq, 1))]
+        if self.flavor is PYTORCH:
+            kinds += [
+                {"type": "torch.device", "value": "npu:0"},
+                {"type": "torch.memory_format", "format": "contiguous_format"},
+                {"type": "torch.ProcessGroup", "group_ranks": list(range(self.dims.tp)), "group_id": "5ef3a0c1"},
+                {"type": "torch.distributed.ReduceOp", "value": "RedOpType.SUM"},
+            ]
+        return kinds
+
+    def module_path(self, path: str) -> str:
+        """``--long-keys``: the wrappers of FSDP and activation checkpointing in every path, as such runs dump them."""
+        if not self.opts.long_keys or not path:
+            return path
+        wrapped = re.sub(r"(layers\.\d+)", r"\1._fsdp_wrapped_module._checkpoint_wrapped_module", path)
+        return f"_fsdp_wrapped_module.{wrapped}"
+
     @contextlib.contextmanager
     def module(self, path: str, cls: str, args: list, kwargs=None, params=None, grads=True) -> Iterator[Call]:
         fl = self.flavor
+        path = self.module_path(path)
         base = f"{fl.module_prefix}.{fl.root_path}{'.' + path if path else ''}.{cls}"
         index = self.next_index(base)
         key = f"{base}.forward.{index}"
@@ -339,7 +399,8 @@ class FileBuilder:
             if grads:
                 self.param_modules.setdefault(base, params)
         self.recompute_field(entry, legacy=False)
-        self.data[key] = entry
+        if self.modules:
+            self.data[key] = entry
         call = Call(key, True, args)
         self.attach(call)
         self.stack.append(call)
@@ -347,7 +408,8 @@ class FileBuilder:
             yield call
         finally:
             self.stack.pop()
-        entry["output"] = self.render(call.out)
+        if self.modules:
+            entry["output"] = self.render(call.out)
 
     def recomputed(self, parent_key: str, forward: Callable[[], None]) -> Call:
         """Run ``forward`` again as activation recomputation does, under ``parent_key``; return its call."""
@@ -368,10 +430,11 @@ class FileBuilder:
                 call = call.rerun()
             key = call.key.replace(".forward", ".backward")
             self.node(key, parent_key if parent_key is not None else self.parent(api=not call.is_module))
-            self.data[key] = {
-                "input": self.render([grad_of(x) for x in call.out]),
-                "output": self.render([grad_of(x) for x in call.args]),
-            }
+            if self.modules or not call.is_module:
+                self.data[key] = {
+                    "input": self.render([grad_of(x) for x in call.out]),
+                    "output": self.render([grad_of(x) for x in call.args]),
+                }
             if call.grad_apis is not None:
                 saved, self.stack = self.stack, [Call(key, True)]
                 call.grad_apis()
@@ -380,6 +443,8 @@ class FileBuilder:
                 self.backward(call.children, key)
 
     def parameter_grads(self) -> None:
+        if not self.modules:  # parameter gradients are recorded by module hooks
+            return
         k = self.mb + (self.step * self.opts.micro_batches if self.opts.old_grad_counter else 0)
         # Grad hooks fire from the last module back to the first.
         for base, params in reversed(list(self.param_modules.items())):
@@ -772,16 +837,18 @@ def build_file(opts: Opts, step: int, rank: int) -> tuple[dict, dict]:
     b.mb = opts.micro_batches - 1  # Megatron tags the optimizer phase with the last micro step
     clip_grad(b)
     optimizer(b)
-    dump = {"task": "statistics", "level": "mix", "framework": opts.framework, "dump_data_dir": None, "data": b.data}
+    dump = {"task": "statistics", "level": opts.level, "framework": opts.framework, "dump_data_dir": None}
+    dump["data"] = b.data
     construct = b.construct
-    if opts.construct == "megatron":
+    if opts.construct == "megatron" and b.modules:
         construct = {"megatron_micro_step_number": opts.micro_batches, **construct}
     return dump, construct
 
 
-def write_json(path: Path, obj) -> int:
+def write_json(path: Path, obj, indent: int = 1) -> int:
+    """As msprobe writes its files: Python's json module (bare NaN, Infinity); indent 0 puts it all on one line."""
     with path.open("w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
+        json.dump(obj, f, indent=indent or None)
     return path.stat().st_size
 
 
@@ -802,20 +869,31 @@ def generate(
     procs: bool = False,
     recompute: bool = False,
     old_grad_counter: bool = False,
+    level: str = "mix",
+    indent: int = 1,
+    long_keys: bool = False,
+    non_tensors: int = 0,
+    small_tensors: bool = False,
 ) -> GenSummary:
     """Write ``out/step{s}/rank{r}/{dump.json,construct.json}`` for every step and rank; return what was written."""
     if framework not in FLAVORS or construct not in ("megatron", "plain"):
         raise ValueError(f"unsupported framework/construct: {framework!r}/{construct!r}")
     if min(steps, ranks, layers, micro_batches) < 1:
         raise ValueError("steps, ranks, layers and micro_batches must be >= 1")
+    if level not in LEVELS or indent not in INDENTS or non_tensors < 0:
+        raise ValueError(f"unsupported level/indent/non_tensors: {level!r}/{indent!r}/{non_tensors!r}")
     opts = Opts(steps, ranks, layers, micro_batches, seed, framework, construct, procs, recompute, old_grad_counter)
+    opts = dataclasses.replace(
+        opts, level=level, indent=indent, long_keys=long_keys, non_tensors=non_tensors, small_tensors=small_tensors
+    )
     files = total = 0
     for step in range(steps):
         for rank in range(ranks):
             item = Path(out) / f"step{step}" / item_dir_name(opts, rank)
             item.mkdir(parents=True, exist_ok=True)
             dump, construct_obj = build_file(opts, step, rank)
-            total += write_json(item / "dump.json", dump) + write_json(item / "construct.json", construct_obj)
+            total += write_json(item / "dump.json", dump, indent)
+            total += write_json(item / "construct.json", construct_obj, indent)
             files += 2
     return GenSummary(files=files, total_bytes=total)
 
@@ -833,25 +911,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--procs", action="store_true", help="name rank directories proc<pid>")
     p.add_argument("--recompute", action="store_true", help="recompute the first half of the layers (is_recompute)")
     p.add_argument("--old-grad-counter", action="store_true", help="do not reset the parameters_grad counter per step")
+    p.add_argument("--level", choices=LEVELS, default="mix", help="L1: API calls only, construct.json {}")
+    p.add_argument("--indent", type=int, choices=INDENTS, default=1, help="JSON indent; 0: one line (default 1)")
+    p.add_argument("--long-keys", action="store_true", help="FSDP and checkpoint wrappers in every module path")
+    p.add_argument("--non-tensors", type=int, default=0, metavar="N", help="N more non-tensor kwargs per API call")
+    p.add_argument("--small-tensors", action="store_true", help="a tiny model: short shapes")
+    p.add_argument("--shape", choices=sorted(SHAPES), help="one of the benchmarks' shapes (overrides the above)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
-    summary = generate(
-        a.out,
-        steps=a.steps,
-        ranks=a.ranks,
-        layers=a.layers,
-        micro_batches=a.micro_batches,
-        seed=a.seed,
-        framework=a.framework,
-        construct=a.construct,
-        procs=a.procs,
-        recompute=a.recompute,
-        old_grad_counter=a.old_grad_counter,
-    )
+    settings = {name: getattr(a, name) for name in SETTINGS}
+    summary = generate(a.out, steps=a.steps, ranks=a.ranks, layers=a.layers, **{**settings, **SHAPES.get(a.shape, {})})
     print(f"wrote {summary.files} files, {summary.total_bytes} bytes to {a.out}")
+
+
+# generate's keyword arguments that the command line passes on as they are
+SETTINGS = ("micro_batches", "seed", "framework", "construct", "procs", "recompute", "old_grad_counter", "level")
+SETTINGS += ("indent", "long_keys", "non_tensors", "small_tensors")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from helpers import A1_CONSTRUCT, A1_DATA, write_file_set
 
 from trendconv import native
+from trendconv.executors import POOL_MIN_BYTES_ENV
+
+# The tests' inputs are small, which trendconv would parse in its main process whatever the worker count; with
+# this, "two workers" in a test means a pool, as it does for large inputs. The commands tests start inherit it.
+os.environ[POOL_MIN_BYTES_ENV] = "0"
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from datagen import dump as gen_dump
-from datagen.dump import GenSummary, generate
+from datagen.dump import SHAPES, GenSummary, generate
 
 
 def files_of(root: Path) -> dict[str, bytes]:
@@ -161,8 +161,66 @@ def test_cli_matches_library(tmp_path):
     assert files_of(tmp_path / "cli") == files_of(tmp_path / "lib")
 
 
+def test_wide_shape_long_keys_many_non_tensors_indent_4(tmp_path):
+    generate(tmp_path, steps=1, ranks=2, layers=1, **SHAPES["wide"])
+    text = (tmp_path / "step0/rank0/dump.json").read_text()
+    assert text.startswith('{\n    "task": "statistics",\n    "level": "mix",\n')
+    data = json.loads(text)["data"]
+    wrapped = "_fsdp_wrapped_module._checkpoint_wrapped_module"
+    layer = f"Module.0.module.module._fsdp_wrapped_module.decoder.layers.0.{wrapped}"
+    assert f"{layer}.mlp.MLP.forward.0" in data
+    assert f"{layer}.mlp.linear_fc1.ColumnParallelLinear.parameters_grad.0" in data
+    assert "Module.0.module.module.GPTModel.forward.0" in data  # the root is not wrapped
+    kwargs = data["Functional.linear.1.forward"]["input_kwargs"]
+    assert list(kwargs) == [
+        *("dim", "alpha", "inplace", "reduction", "out", "index", "ellipsis", "dtype", "size", "device"),
+        *("memory_format", "group"),
+    ]
+    assert [kwargs["dim"], kwargs["out"], kwargs["group"]] == [
+        {"type": "float", "value": 0.5},
+        {"type": "slice", "value": [0, None, 2]},
+        {"type": "torch.distributed.ReduceOp", "value": "RedOpType.SUM"},
+    ]
+    assert data["Functional.linear.0.forward"]["input_kwargs"]["group"] == {
+        "type": "torch.ProcessGroup",
+        "group_ranks": [0, 1],
+        "group_id": "5ef3a0c1",
+    }
+    assert data["Tensor.to.0.forward"]["input_kwargs"]["non_blocking"] == {"type": "bool", "value": True}
+    construct = load(tmp_path / "step0/rank0/construct.json")
+    assert construct[f"{layer}.mlp.MLP.forward.0"] == [f"{layer}.TransformerLayer.forward.0", 0]
+
+
+def test_narrow_shape_level_l1_small_tensors_one_line(tmp_path):
+    generate(tmp_path, steps=1, ranks=1, layers=1, **SHAPES["narrow"])
+    text = (tmp_path / "step0/rank0/dump.json").read_text()
+    assert "\n" not in text and text.startswith('{"task": "statistics", "level": "L1", "framework": "pytorch", ')
+    data = json.loads(text)["data"]
+    assert [key for key in data if key.startswith("Module.") or "parameters_grad" in key] == []
+    assert "Functional.linear.0.backward" in data and "Torch.clone.0.forward" in data
+    assert data["Functional.linear.0.forward"]["input_args"][0]["shape"] == [8, 1, 16]
+    assert (tmp_path / "step0/rank0/construct.json").read_text() == "{}"
+
+
+def test_indent_and_level_options(tmp_path):
+    generate(tmp_path / "two", steps=1, ranks=1, layers=1, indent=2, level="L1")
+    assert (
+        (tmp_path / "two/step0/rank0/dump.json").read_text().startswith('{\n  "task": "statistics",\n  "level": "L1"')
+    )
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_cli_shape_matches_library(tmp_path, shape):
+    gen_dump.main(["--out", str(tmp_path / "cli"), "--steps", "1", "--ranks", "1", "--layers", "1", "--shape", shape])
+    generate(tmp_path / "lib", steps=1, ranks=1, layers=1, **SHAPES[shape])
+    assert files_of(tmp_path / "cli") == files_of(tmp_path / "lib")
+
+
 def test_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError):
         generate(tmp_path, steps=1, ranks=1, layers=0)
     with pytest.raises(ValueError):
         generate(tmp_path, steps=1, ranks=1, layers=1, framework="jax")
+    for bad in ({"level": "L0"}, {"indent": 3}, {"non_tensors": -1}):
+        with pytest.raises(ValueError, match="^unsupported level/indent/non_tensors: "):
+            generate(tmp_path, steps=1, ranks=1, layers=1, **bad)

@@ -12,12 +12,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import A1_CONSTRUCT, A1_DATA, A2_CONSTRUCT, A2_DATA, UNHASHABLE_DATA, T, plugin_results, write_file_set
+from helpers import (
+    A1_CONSTRUCT,
+    A1_DATA,
+    A2_CONSTRUCT,
+    A2_DATA,
+    UNHASHABLE_DATA,
+    T,
+    invoke,
+    plugin_results,
+    write_file_set,
+)
 from hypothesis import HealthCheck, given, settings
 from random_dumps import dump_trees, write_tree
 from reference import run_msprobe
 
-from datagen.dump import generate
+from datagen.dump import SHAPES, generate
 from trendconv import api, shards
 from trendconv.comparison import diff_databases
 from trendconv.formats.dump.ids import flush_starts
@@ -89,6 +99,8 @@ GENERATED = {
     "plain-procs-recompute": {"construct": "plain", "procs": True, "recompute": True, "old_grad_counter": True},
     "mindspore": {"framework": "mindspore", "micro_batches": 3},
     "megatron-seed5": {"seed": 5, "micro_batches": 1},
+    "wide": SHAPES["wide"],
+    "narrow-mindspore": {**SHAPES["narrow"], "framework": "mindspore"},
 }
 
 
@@ -98,6 +110,17 @@ def test_generated_dumps_match_the_reference(tmp_path, shape, micro_step):
     settings_ = {"steps": 2, "ranks": 2, "layers": 2, "seed": 11, **GENERATED[shape]}
     generate(tmp_path / "data", **settings_)
     assert_same_as_reference(tmp_path / "data", tmp_path, micro_step=micro_step, seed=3)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_the_benchmark_shapes_match_the_reference_by_the_command_line(tmp_path, shape):
+    """What benchmarks/run.py measures, converted as it converts (`trendconv run -j2`, then `diff --ids`)."""
+    generate(tmp_path / "data", steps=2, ranks=2, layers=1, seed=6, **SHAPES[shape])
+    reference = run_msprobe(tmp_path / "data", tmp_path / "reference", hash_seed=2)
+    ran = invoke("run", tmp_path / "data", "--db", tmp_path / "ours", "-j2", "-q")
+    assert (ran.exit_code, ran.output) == (0, "")
+    compared = invoke("diff", "--ids", reference, tmp_path / "ours" / "dump_data.trend.db")
+    assert (compared.exit_code, compared.output) == (0, "logically identical\n")
 
 
 def test_generated_dump_with_a_mapping(tmp_path):

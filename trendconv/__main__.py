@@ -35,10 +35,11 @@ def main() -> None:
 
 
 def _end() -> None:
-    """Nothing of this command outlives it: not the forkserver multiprocessing would keep, nor a temporary file."""
+    """Nothing of this command outlives it: not the forkserver or resource tracker multiprocessing would keep, nor
+    a temporary file."""
     executors = sys.modules.get("trendconv.executors")
     if executors:
-        executors.stop_forkserver()
+        executors.stop_helpers()
     interrupt.remove_unfinished()
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from importlib.util import find_spec
+from importlib.machinery import PathFinder
+from pathlib import Path
 from types import ModuleType
 
 PURE_ENV = "TRENDCONV_PURE"
@@ -27,10 +28,15 @@ def pure() -> bool:
 
 
 def location(module: str) -> str | None:
-    """The file of a C part, if this install has it and it is on (found, not imported: this stays cheap)."""
+    """The file of a C part, if this install has it and it is on (found, not imported: this stays cheap).
+
+    Looked for in its package's directory without importing the package: `importlib.util.find_spec` would import
+    trendconv.loading, and with it pyarrow, which `trendconv --version` has no use for."""
     if pure():
         return None
-    spec = find_spec(module)
+    package, _, name = module.rpartition(".")
+    directory = Path(__file__).parent.joinpath(*package.split(".")[1:])
+    spec = PathFinder.find_spec(name, [str(directory)])
     return spec.origin if spec is not None else None
 
 

@@ -231,7 +231,7 @@ def parse(
 
     Example: trendconv parse ./dump --work ./work --workers 4
     """
-    _prestart(executor, workers)
+    _prestart(executor, workers, data)
     import trendconv
 
     with report.Bars(("parse",), enabled=not quiet) as bars:
@@ -310,7 +310,7 @@ def run(
 
     Example: trendconv run ./dump --db ./out --workers 4 --split-steps 100
     """
-    _prestart(executor, workers)
+    _prestart(executor, workers, data)
     _convert(
         data,
         db,
@@ -329,9 +329,9 @@ def run(
     )
 
 
-def _prestart(executor: str, workers: int | None) -> None:
+def _prestart(executor: str, workers: int | None, data: Path) -> None:
     if executor == "local":
-        prestart(workers)
+        prestart(workers, data)
 
 
 def _mapping(path: Path | None) -> Path | None:
@@ -473,7 +473,7 @@ def data2db(
 
     Example: trendconv data2db --data ./dump --db ./out --micro_step true --process_num 4
     """
-    prestart(process_num)
+    prestart(process_num, data)
     micro_step_mode = _msprobe_bool(micro_step)
     _convert(
         data,

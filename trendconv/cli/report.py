@@ -7,15 +7,10 @@ import sys
 from collections import Counter
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import trendconv.progress
 from trendconv import formats
 from trendconv.errors import DEBUG_ENV, plural
-
-_stderr = Console(stderr=True, highlight=False)
-
 
 debug = False  # set by `trendconv --debug`
 
@@ -56,13 +51,17 @@ def finish(print_summary, summary, *, quiet: bool) -> None:
         print_summary(summary)
 
 
-def _new_bars() -> Progress:
+def _new_bars():
+    """Rich's progress bars; rich is imported only here, for a terminal that shows them."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=_stderr,
+        console=Console(stderr=True, highlight=False),
         transient=True,
     )
 

@@ -1,8 +1,10 @@
-"""Executors: where parse tasks run. In this process, or in a local process pool (trendconv.executors.local), or on
-a Dask cluster (trendconv.executors.dask, imported only when asked for)."""
+"""Executors: where parse tasks run. In this process, or in a local process pool (trendconv.executors.local, the
+pool itself in trendconv.executors.pool, imported only when one starts), or on a Dask cluster
+(trendconv.executors.dask, imported only when asked for)."""
 
 from trendconv.executors.local import (
     MAX_WORKERS,
+    POOL_MIN_BYTES_ENV,
     Executor,
     InlineExecutor,
     Outcome,
@@ -10,13 +12,15 @@ from trendconv.executors.local import (
     alive,
     default_workers,
     local_executor,
+    pool_pays,
     prestart,
     start_resource_tracker,
-    stop_forkserver,
+    stop_helpers,
 )
 
 __all__ = [
     "MAX_WORKERS",
+    "POOL_MIN_BYTES_ENV",
     "Executor",
     "InlineExecutor",
     "Outcome",
@@ -24,7 +28,8 @@ __all__ = [
     "alive",
     "default_workers",
     "local_executor",
+    "pool_pays",
     "prestart",
     "start_resource_tracker",
-    "stop_forkserver",
+    "stop_helpers",
 ]

@@ -1,38 +1,31 @@
-"""The local executors: in this process for one worker, a bounded local process pool otherwise.
+"""The local executors: in this process for one worker or little input, a bounded local process pool otherwise.
 
 An executor maps a picklable function over tasks and yields `Outcome`s as tasks finish (not in task
-order). At most `max_in_flight` tasks are submitted at once, so memory stays bounded however many tasks
-there are. Closing the iterator early stops submission and waits for the tasks already running, so
-their results (shards) are complete; after an interruption the workers stop at once instead.
-
-Signals (see trendconv.interrupt): the pool's forkserver and its workers leave Ctrl-C and SIGHUP, which a
-terminal sends to the whole process group, to the main process. A worker stops on SIGTERM (the main process
-sends it when interrupted), unwinding the task it runs so that its temporary file is removed, and stops by
-itself when the main process is gone, however it ended.
+order). The pool itself (trendconv.executors.pool) is imported only when one is wanted: multiprocessing and
+concurrent.futures are a cost `trendconv --version` or a small conversion has no use for.
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import multiprocessing.forkserver
-import multiprocessing.resource_tracker
 import os
-import select
 import signal
 import sys
-import threading
 import time
-import types
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
-from trendconv import interrupt
 from trendconv.faults import fault_point
 
 MAX_WORKERS = 128
+# Input below this many bytes is parsed in the main process, whatever the worker count: a pool's start (a
+# forkserver that imports the parser, then the workers) takes longer than parsing this much in one process.
+# Tests set it to 0 so that their small inputs still go through the pool.
+POOL_MIN_BYTES_ENV = "TRENDCONV_POOL_MIN_BYTES"
+POOL_MIN_BYTES = 8 * 1024 * 1024
+_SIZE_WALK_ENTRIES = 10_000  # a directory with more entries than this is taken as large, not walked to its end
+_SIZE_WALK_DEPTH = 4  # DATA/step/rank/dump.json, DATA/run/file.csv: the formats' files lie this deep or less
 
 
 @dataclass(frozen=True)
@@ -65,185 +58,116 @@ class InlineExecutor:
                 yield Outcome(task, error=exc)
 
 
-class _WorkerProcess(multiprocessing.context.ForkServerProcess):
-    """A pool worker that does not run the main script again.
-
-    multiprocessing has each new process import the main module (as `__mp_main__`), so that functions defined
-    there can be unpickled. A worker runs only trendconv's own functions, and a script without an `if __name__ ==
-    "__main__":` guard would convert again, inside each worker, at every start. The main module is hidden while the
-    process is started, so the preparation it is sent names none."""
-
-    @staticmethod
-    def _Popen(process_obj):
-        with _main_hidden():
-            return multiprocessing.context.ForkServerProcess._Popen(process_obj)
-
-
-class _WorkerContext(multiprocessing.context.ForkServerContext):
-    Process = _WorkerProcess
-
-
-@contextlib.contextmanager
-def _main_hidden():
-    main = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")  # no __file__, no __spec__: nothing to import
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = main
-
-
-def _forkserver_context() -> multiprocessing.context.BaseContext:
-    context = _WorkerContext()
-    # Workers fork from a server that has imported the parsers once, not each on its own.
-    context.set_forkserver_preload(["trendconv.parsing", *_parser_modules()])
-    return context
-
-
-def _parser_modules() -> list[str]:
-    from trendconv.formats import FORMATS
-
-    return [module for fmt in FORMATS.values() for module in fmt.parser_modules]
-
-
-def start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker now, with the signals blocked (it sets its own dispositions for
-    SIGINT and SIGTERM, not SIGHUP). Started later within `interrupt.blocked`, it would unblock SIGINT and
-    SIGTERM in this thread as it returns."""
-    with interrupt.blocked():
-        multiprocessing.resource_tracker.ensure_running()
-
-
-def _start_forkserver() -> multiprocessing.context.BaseContext:
-    context = _forkserver_context()
-    start_resource_tracker()
-    # Started with the signals blocked, which it and every worker forked from it inherit.
-    with interrupt.blocked():
-        multiprocessing.forkserver.ensure_running()
-    return context
-
-
-def prestart(workers: int | None) -> None:
-    """Start the process pool's forkserver now if a pool is likely (WORKERS above one, or None on a machine
-    of several cores). Its import of the parser, about half a second, then runs on another core while this
-    process goes on with its own imports and the scan, rather than between the scan and the first task.
-    """
-    if (workers or os.cpu_count() or 1) > 1:
-        _start_forkserver()
-        fault_point("prestarted")
-
-
-def stop_forkserver() -> None:
-    """Stop the forkserver, if this process started one; only once no pool runs. multiprocessing keeps it for
-    the life of the interpreter, and after that it takes up to its own start-up time to notice."""
-    server = multiprocessing.forkserver._forkserver
-    if server._forkserver_pid is not None:
-        os.kill(server._forkserver_pid, signal.SIGKILL)  # idle, or still importing: nothing to finish
-        server._stop()  # closes its pipe, waits for it, removes its socket
-
-
 class ProcessExecutor:
-    """A local process pool; workers are started with forkserver, safe with pyarrow's threads."""
+    """A local process pool (trendconv.executors.pool); workers are started with forkserver, safe with pyarrow's
+    threads."""
 
     def __init__(self, workers: int):
         self.workers = workers
 
     def imap_unordered(self, fn: Callable, tasks: Iterable) -> Iterator[Outcome]:
-        pool = ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=_start_forkserver(),
-            initializer=_worker_started,
-            initargs=(os.getpid(),),
-        )
-        pending: dict[Future, Any] = {}
+        from trendconv.executors import pool
+
+        return pool.imap_unordered(self.workers, fn, tasks)
+
+
+def pool_min_bytes() -> int:
+    """POOL_MIN_BYTES, or what TRENDCONV_POOL_MIN_BYTES says (a count of bytes)."""
+    value = os.environ.get(POOL_MIN_BYTES_ENV, "")
+    return int(value) if value.isdigit() else POOL_MIN_BYTES
+
+
+def pool_pays(workers: int, planned_bytes: int | None) -> bool:
+    """Whether a pool of WORKERS finishes PLANNED_BYTES of input (None: unknown) sooner than this process alone."""
+    return workers > 1 and (planned_bytes is None or planned_bytes >= pool_min_bytes())
+
+
+def local_executor(workers: int, planned_bytes: int | None = None) -> Executor:
+    """In this process for one worker or for less input than a pool's start is worth; else a pool of WORKERS.
+    Either way the shards, and so the database, are the same."""
+    return ProcessExecutor(workers) if pool_pays(workers, planned_bytes) else InlineExecutor()
+
+
+def prestart(workers: int | None, data: Path | None = None) -> None:
+    """Start the process pool's forkserver now if a pool is likely: WORKERS above one (or None on a machine of
+    several cores) and, when DATA is given, at least `pool_min_bytes()` in it. Its import of the parser, about
+    half a second, then runs on another core while this process goes on with its own imports and the scan,
+    rather than between the scan and the first task."""
+    likely = (workers or os.cpu_count() or 1) > 1
+    if likely and (data is None or _holds_at_least(data, pool_min_bytes())):
+        from trendconv.executors import pool
+
+        pool.start_forkserver()
+        fault_point("prestarted")
+
+
+def _holds_at_least(data: Path, size: int) -> bool:
+    """Whether the files under DATA (a few levels deep) add up to SIZE bytes: a guess at the input, made before the
+    scan; the scan's own units decide whether a pool is used (`local_executor`)."""
+    total, entries, pending = 0, 0, [(str(data), 0)]
+    while pending:
+        directory, depth = pending.pop()
         try:
-            for task in tasks:
-                with interrupt.deferred():  # a submit may start a worker, which must not be left half-started
-                    pending[pool.submit(_run_task, fn, task)] = task
-                if len(pending) >= 2 * self.workers:
-                    yield from _drain(pending, FIRST_COMPLETED)
-            while pending:
-                yield from _drain(pending, FIRST_COMPLETED)
-        except BaseException as exc:
-            if not isinstance(exc, GeneratorExit) or interrupt.received():
-                _stop_workers(pool)
-            raise
-        finally:
-            for future in pending:
-                future.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            with os.scandir(directory) as listing:
+                for entry in listing:
+                    entries += 1
+                    if entries > _SIZE_WALK_ENTRIES:
+                        return True
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                    elif depth < _SIZE_WALK_DEPTH and entry.is_dir(follow_symlinks=False):
+                        pending.append((entry.path, depth + 1))
+                    if total >= size:
+                        return True
+        except OSError:  # unreadable or gone: the scan says so, with the path
+            continue
+    return False
 
 
-def _drain(pending: dict[Future, Any], return_when) -> Iterator[Outcome]:
-    done, _ = wait(pending, return_when=return_when)
-    for future in done:
-        task = pending.pop(future)
-        error = future.exception()
-        yield Outcome(task, error=error) if error else Outcome(task, future.result())
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, with the signals blocked (see trendconv.executors.pool)."""
+    from trendconv.executors import pool
+
+    pool.start_resource_tracker()
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    for process in list((pool._processes or {}).values()):
-        process.terminate()
+def stop_helpers() -> None:
+    """Stop the processes multiprocessing keeps for the life of the interpreter, if this process started any: the
+    forkserver (only once no pool runs), then the resource tracker, waited for, so that none of them outlives the
+    command, not even as a zombie of an init that does not reap."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is not None:
+        _stop_forkserver(forkserver._forkserver)
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    if tracker is not None:
+        _stop_tracker(tracker._resource_tracker)
 
 
-# In a worker: whether it runs a task, which a stop then unwinds, rather than waits for one.
-_in_task = False
-_STOP_GRACE = 5.0  # seconds a task has to unwind once the main process is gone
+def _stop_forkserver(server) -> None:
+    if server._forkserver_pid is not None:
+        os.kill(server._forkserver_pid, signal.SIGKILL)  # idle, or still importing, it has nothing to finish
+        server._stop()  # closes its pipe, waits for it, removes its socket
 
 
-def _worker_started(parent: int) -> None:
-    """Pool initializer, run with the signals blocked (inherited from the forkserver)."""
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, _stop)
-    except OSError:  # "ignored due to race condition": a signal came while this worker started; it is not needed
-        os._exit(128 + signal.SIGTERM)
-    # The watcher inherits the block, so a SIGTERM reaches the main thread, whose task it unwinds.
-    threading.Thread(target=_watch, args=(parent,), name="trendconv-parent-watch", daemon=True).start()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupt.SIGNALS)
+_TRACKER_WAIT = 1.0  # seconds
 
 
-def _stop(signum: int, frame) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the unwinding is not itself interrupted
-    if _in_task:
-        raise SystemExit(128 + signum)
-    os._exit(128 + signum)
-
-
-def _run_task(fn: Callable, task: Any) -> Any:
-    global _in_task
-    try:
+def _stop_tracker(tracker) -> None:
+    """Close the tracker's pipe, which it takes as the signal to end, and wait a moment for it. Not longer: a
+    process still holding the pipe (a Dask worker shutting down, say) keeps it alive, and it ends with that one."""
+    if tracker._fd is None:
+        return
+    pid = tracker._pid
+    os.close(tracker._fd)
+    tracker._fd = tracker._pid = None
+    deadline = time.monotonic() + _TRACKER_WAIT
+    while time.monotonic() < deadline:
         try:
-            _in_task = True
-            return fn(task)
-        finally:
-            _in_task = False
-    except SystemExit as exc:  # stopped: the task has unwound, and the main process expects no result
-        os._exit(exc.code)
-
-
-def _watch(parent: int) -> None:
-    """Stop this worker once PARENT (the main process) has ended: nothing else would, were it killed."""
-    _wait_for_end(parent)
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
-    time.sleep(_STOP_GRACE)  # a C call the task is in finishes before it unwinds
-    os._exit(128 + signal.SIGTERM)
-
-
-def _wait_for_end(pid: int) -> None:
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    except (AttributeError, OSError):  # no pidfd (not Linux, or before 5.3): ask every half second
-        while alive(pid):
-            time.sleep(0.5)
-        return
-    poll = select.poll()
-    poll.register(handle, select.POLLIN)
-    poll.poll()  # readable once the process has ended
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.005)
 
 
 def alive(pid: int) -> bool:
@@ -254,7 +178,3 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def local_executor(workers: int) -> Executor:
-    return InlineExecutor() if workers == 1 else ProcessExecutor(workers)

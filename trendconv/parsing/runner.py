@@ -68,7 +68,7 @@ def run_parse(
                 on_shard(task, meta, True)
         else:
             todo.append(task)
-    executor = executor or local_executor(_workers_for(workers, len(todo)))
+    executor = executor or local_executor(_workers_for(workers, len(todo)), _planned_bytes(todo))
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
     with contextlib.closing(_results(executor, todo)) as results:
         for task, meta in results:
@@ -77,6 +77,11 @@ def run_parse(
                 on_shard(task, meta, False)
     write_manifest(part, options, tasks, fmt)
     return summary
+
+
+def _planned_bytes(todo: list[ParseTask]) -> int:
+    """The input still to parse, in bytes: with little of it, one process is faster than a pool."""
+    return sum(source["size"] or 0 for task in todo for source in source_stats(task))
 
 
 def _workers_for(workers: int | None, todo: int) -> int:
