@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -32,7 +33,7 @@ from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.dump.ids import flush_starts
 from trendconv.formats.dump.shard import SCHEMA
-from trendconv.loading import build, connection, schema
+from trendconv.loading import build, connection, insert, schema
 
 STATS4 = ("norm,max,min,mean",) * 4
 
@@ -354,6 +355,38 @@ def test_insert_columns_reads_values_nulls_and_offsets(tmp_path):
     conn.commit()
     conn.close()
     assert query(tmp_path / "build.db", "SELECT a, b, c FROM t") == [(8, 0.5, None), (9, None, None), (10, 2.5, None)]
+
+
+RAW = [math.inf, -math.inf, math.nan, 2e9, -2e9, 1e9, -0.0, 0.5, None]
+CLEANED = [1e9 + 1, -1e9 - 1, None, 1e9, -1e9, 1e9, -0.0, 0.5, None]
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["trendconv_columns", "bound values"])
+def test_insert_trend_cleans_raw_stats_as_clean_values_does(tmp_path, monkeypatch, columns):
+    if columns and connection._COLUMNS_LIBRARY is None:
+        pytest.skip("trendconv_columns is not built (or TRENDCONV_PURE)")
+    if not columns:
+        monkeypatch.setattr(connection, "_COLUMNS_LIBRARY", None)
+    conn = connection.Connection(tmp_path / "build.db")
+    conn.execute(schema.trend_data_ddl(["norm", "max"]))
+    keys = {name: pa.array(range(len(RAW)), pa.int64()) for name in ("rank", "step", "target_id", "metric_id")}
+    raw = pa.array(RAW, pa.float64())
+    rows = pa.table({**keys, "norm": raw, "max": raw})
+    inserted = insert.insert_trend(conn, rows, ["norm", "max"], clean=True)
+    conn.commit()
+    conn.close()
+    assert inserted == len(RAW)
+    assert query(tmp_path / "build.db", "SELECT norm, max FROM trend_data ORDER BY rank") == [(v, v) for v in CLEANED]
+    assert insert.clean_values(pa.chunked_array([raw])).to_pylist() == CLEANED
+
+
+def test_insert_columns_refuses_to_clean_integers(tmp_path):
+    conn = connection.Connection(tmp_path / "build.db")
+    conn.execute("CREATE TABLE t (a INTEGER, b REAL, c REAL)")
+    with pytest.raises(TypeError) as raised:
+        conn.insert_columns(INSERT_ABC, [pa.array([1])] * 3, cleaned=[0])
+    conn.close()
+    assert str(raised.value) == "trendconv_columns cleans float64 arrays, not int64"
 
 
 @pytest.mark.parametrize(

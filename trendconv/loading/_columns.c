@@ -8,11 +8,13 @@
  * table exists only on the connection that loaded the extension: trendconv's private build connection.
  *
  * Columns c0..c31; a column the description does not name is NULL. Integer columns are int64, real ones
- * float64; a column may have an Arrow validity bitmap (a clear bit is NULL).
+ * float64; a column may have an Arrow validity bitmap (a clear bit is NULL). A CLEANED column is float64 read
+ * through the value rules (see `cleaned`), here on the writer thread rather than in Arrow on the loader's.
  */
 #include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT1
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,10 +22,26 @@ SQLITE_EXTENSION_INIT1
 #define MAX_COLUMNS 32 /* trend_data has at most 4 + 14 (every monitor stat); keep load/connection.py in step */
 #define SPEC_MAGIC 0x736e6d756c6f6374LL /* "tcolumns", little-endian */
 
-enum { INT64 = 0, FLOAT64 = 1 };
+enum { INT64 = 0, FLOAT64 = 1, CLEANED = 2 };
+
+/* The value rules of docs/dump-format.md §7 steps 3-5, as trendconv.loading.insert.clean_values applies them:
+ * ±inf to ±(1e9+1), clipped to ±1e9, NaN to NULL. keep in step with VALUE_LIMIT and INF_VALUE there. */
+#define VALUE_LIMIT 1e9
+#define INF_VALUE (VALUE_LIMIT + 1)
+
+static void cleaned(sqlite3_context *context, double value) {
+    if (isnan(value)) return; /* NULL */
+    if (isinf(value))
+        value = value > 0 ? INF_VALUE : -INF_VALUE;
+    else if (value > VALUE_LIMIT)
+        value = VALUE_LIMIT;
+    else if (value < -VALUE_LIMIT)
+        value = -VALUE_LIMIT;
+    sqlite3_result_double(context, value);
+}
 
 typedef struct {
-    int64_t type;     /* INT64 or FLOAT64 */
+    int64_t type;     /* INT64, FLOAT64 or CLEANED */
     int64_t data;     /* address of the values, or 0 for a column of nulls */
     int64_t validity; /* address of the validity bitmap, or 0 */
     int64_t offset;   /* of the first row in both buffers, in rows (an Arrow array's offset) */
@@ -137,6 +155,8 @@ static int column(sqlite3_vtab_cursor *base, sqlite3_context *context, int i) {
     }
     if (c->type == INT64)
         sqlite3_result_int64(context, ((const int64_t *)(intptr_t)c->data)[at]);
+    else if (c->type == CLEANED)
+        cleaned(context, ((const double *)(intptr_t)c->data)[at]);
     else
         sqlite3_result_double(context, ((const double *)(intptr_t)c->data)[at]);
     return SQLITE_OK;

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 import apsw
@@ -35,6 +35,7 @@ _COLUMNS_ENTRY = "sqlite3_trendconvcolumns_init"
 # validity address (0: none) and offset, all int64.
 _SPEC_MAGIC = 0x736E6D756C6F6374
 _KINDS = {pa.int64(): 0, pa.float64(): 1}
+_CLEANED = 2  # a float64 column read through the value rules (trendconv.loading.insert.clean_values)
 COLUMNS_MAX = 32  # MAX_COLUMNS of _columns.c
 
 
@@ -53,11 +54,11 @@ class Connection:
         self._begin()
         self._conn.executemany(statement, parameters)
 
-    def insert_columns(self, statement: str, arrays: Sequence[pa.Array]) -> None:
+    def insert_columns(self, statement: str, arrays: Sequence[pa.Array], cleaned: Collection[int] = ()) -> None:
         """Run STATEMENT, an INSERT ... SELECT ... FROM trendconv_columns(?), over the rows of ARRAYS (int64
-        or float64, of one length, COLUMNS_MAX at most): column i of ARRAYS is c<i>. Only where
-        `reads_columns`."""
-        spec = pa.py_buffer(_column_spec(arrays))
+        or float64, of one length, COLUMNS_MAX at most): column i of ARRAYS is c<i>; the float64 columns whose
+        positions are in CLEANED read as `clean_values` would make them. Only where `reads_columns`."""
+        spec = pa.py_buffer(_column_spec(arrays, cleaned))
         self._begin()
         # The arrays and the description stay referenced here until the statement has run to its end.
         for _ in self._conn.execute(statement, (spec.address,)):
@@ -97,16 +98,19 @@ def _load_columns(conn: apsw.Connection) -> bool:
     return True
 
 
-def _column_spec(arrays: Sequence[pa.Array]) -> bytes:
+def _column_spec(arrays: Sequence[pa.Array], cleaned: Collection[int]) -> bytes:
     if len(arrays) > COLUMNS_MAX:
         raise ValueError(f"trendconv_columns reads {COLUMNS_MAX} columns at most, not {len(arrays)}")
     rows = len(arrays[0]) if arrays else 0
     fields = [_SPEC_MAGIC, rows, len(arrays)]
-    for array in arrays:
+    for position, array in enumerate(arrays):
         if len(array) != rows:
             raise ValueError(f"columns of {rows} and {len(array)} rows")
         if array.type not in _KINDS:
             raise TypeError(f"trendconv_columns reads int64 and float64 arrays, not {array.type}")
+        kind = _CLEANED if position in cleaned else _KINDS[array.type]
+        if kind == _CLEANED and array.type != pa.float64():
+            raise TypeError(f"trendconv_columns cleans float64 arrays, not {array.type}")
         validity, data = array.buffers()[:2]
-        fields += [_KINDS[array.type], data.address if data else 0, validity.address if validity else 0, array.offset]
+        fields += [kind, data.address if data else 0, validity.address if validity else 0, array.offset]
     return struct.pack(f"<{len(fields)}q", *fields)

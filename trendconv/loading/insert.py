@@ -28,16 +28,24 @@ def clean_values(column: pa.ChunkedArray) -> pa.Array:
     return pc.if_else(pc.is_nan(values), pa.scalar(None, pa.float64()), cleaned)
 
 
-def insert_trend(conn: connection.Connection, rows: pa.Table, stats) -> int:
+def insert_trend(conn: connection.Connection, rows: pa.Table, stats, *, clean: bool = False) -> int:
     """Insert ROWS (trend_data's columns, in order) in table order; returns how many were inserted (INSERT
-    OR IGNORE: a duplicate key keeps the row inserted first)."""
+    OR IGNORE: a duplicate key keeps the row inserted first). With CLEAN, the STATS columns are raw values
+    that `clean_values` applies to first: trendconv_columns does that as it reads them, on this thread."""
     before = conn.total_changes
     if conn.reads_columns and rows.num_columns <= connection.COLUMNS_MAX:
         arrays = [rows[name].combine_chunks() for name in rows.column_names]
-        conn.insert_columns(schema.insert_trend_columns(len(arrays)), arrays)
+        cleaned = [rows.column_names.index(stat) for stat in stats] if clean else []
+        conn.insert_columns(schema.insert_trend_columns(len(arrays)), arrays, cleaned)
     else:
-        _insert_values(conn, rows, stats)
+        _insert_values(conn, _cleaned(rows, stats) if clean else rows, stats)
     return conn.total_changes - before
+
+
+def _cleaned(rows: pa.Table, stats) -> pa.Table:
+    for stat in stats:
+        rows = rows.set_column(rows.column_names.index(stat), stat, clean_values(rows[stat]))
+    return rows
 
 
 def _insert_values(conn: connection.Connection, rows: pa.Table, stats) -> None:

@@ -19,8 +19,9 @@ class Writer:
 
     _IN_FLIGHT = 2
 
-    def __init__(self, conn: connection.Connection, stats) -> None:
-        self._conn, self._stats = conn, stats
+    def __init__(self, conn: connection.Connection, stats, *, clean: bool = False) -> None:
+        """STATS: trend_data's stat columns; with CLEAN, rows come with raw values (see `insert_trend`)."""
+        self._conn, self._stats, self._clean = conn, stats, clean
         self.offered = self.inserted = 0
         self._error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue(self._IN_FLIGHT)
@@ -43,7 +44,7 @@ class Writer:
         while (rows := self._queue.get()) is not None:
             if self._error is None:
                 try:
-                    self.inserted += insert_trend(self._conn, rows, self._stats)
+                    self.inserted += insert_trend(self._conn, rows, self._stats, clean=self._clean)
                 except BaseException as exc:  # noqa: BLE001 - handed to the loading thread
                     self._error = exc
 

@@ -24,7 +24,6 @@ from trendconv.formats.dump.shard import SCHEMA
 from trendconv.formats.dump.tags import tags_of
 from trendconv.loading import connection, schema
 from trendconv.loading.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
-from trendconv.loading.insert import clean_values
 from trendconv.loading.stat1 import Stat1Counts
 from trendconv.loading.tags import write_tags
 from trendconv.loading.writer import Writer
@@ -59,7 +58,7 @@ class DumpBuilder:
         self.seconds = {"finish": 0.0, "index": 0.0}
         self.tmp = prepare_build(out_dir, self.final.name)
         self._conn = _create(self.tmp)
-        self._writer = Writer(self._conn, STATS)
+        self._writer = Writer(self._conn, STATS, clean=True)
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -136,7 +135,7 @@ class DumpBuilder:
                 "step": steps,
                 "target_id": target_ids,
                 "metric_id": metric_ids,
-                **{stat: clean_values(table[stat]) for stat in STATS},
+                **{stat: table[stat] for stat in STATS},
             }
         ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
         self._stat1.add(shard.meta["rank"], rows)
