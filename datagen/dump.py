@@ -124,6 +124,7 @@ class Opts:
     procs: bool = False
     recompute: bool = False
     old_grad_counter: bool = False
+    tiny: bool = False
 
 
 @dataclass(frozen=True)
@@ -764,14 +765,25 @@ def overflow_check(b: FileBuilder) -> None:
     b.api("Torch._amp_foreach_non_finite_check_and_unscale_", [[scaled], found_inf, odd], [None], grad=False)
 
 
+def tiny_micro_batch(b: FileBuilder) -> None:
+    """One linear module and its API, forward and backward: a file set of a few kB, for benchmarks of many files."""
+    x = TS((8, 64))
+    weight = b.params("linear", {"weight": TS((64, 64), scale=0.02)})
+    with b.module("linear", "Linear", [x], params=weight) as m:
+        m.out = [b.api("Functional.linear", [x, weight["weight"]], [TS((8, 64))])]
+    b.backward(b.top)
+    b.parameter_grads()
+
+
 def build_file(opts: Opts, step: int, rank: int) -> tuple[dict, dict]:
     b = FileBuilder(opts, step, rank)
     for mb in range(opts.micro_batches):
         b.mb, b.top, b.param_modules = mb, [], {}
-        micro_batch(b)
+        (tiny_micro_batch if opts.tiny else micro_batch)(b)
     b.mb = opts.micro_batches - 1  # Megatron tags the optimizer phase with the last micro step
-    clip_grad(b)
-    optimizer(b)
+    if not opts.tiny:
+        clip_grad(b)
+        optimizer(b)
     dump = {"task": "statistics", "level": "mix", "framework": opts.framework, "dump_data_dir": None, "data": b.data}
     construct = b.construct
     if opts.construct == "megatron":
@@ -802,13 +814,16 @@ def generate(
     procs: bool = False,
     recompute: bool = False,
     old_grad_counter: bool = False,
+    tiny: bool = False,
 ) -> GenSummary:
     """Write ``out/step{s}/rank{r}/{dump.json,construct.json}`` for every step and rank; return what was written."""
     if framework not in FLAVORS or construct not in ("megatron", "plain"):
         raise ValueError(f"unsupported framework/construct: {framework!r}/{construct!r}")
     if min(steps, ranks, layers, micro_batches) < 1:
         raise ValueError("steps, ranks, layers and micro_batches must be >= 1")
-    opts = Opts(steps, ranks, layers, micro_batches, seed, framework, construct, procs, recompute, old_grad_counter)
+    opts = Opts(
+        steps, ranks, layers, micro_batches, seed, framework, construct, procs, recompute, old_grad_counter, tiny
+    )
     files = total = 0
     for step in range(steps):
         for rank in range(ranks):
@@ -833,6 +848,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--procs", action="store_true", help="name rank directories proc<pid>")
     p.add_argument("--recompute", action="store_true", help="recompute the first half of the layers (is_recompute)")
     p.add_argument("--old-grad-counter", action="store_true", help="do not reset the parameters_grad counter per step")
+    p.add_argument("--tiny", action="store_true", help="one linear module per micro batch (a few kB; --layers unused)")
     return p.parse_args(argv)
 
 
@@ -850,6 +866,7 @@ def main(argv: list[str] | None = None) -> None:
         procs=a.procs,
         recompute=a.recompute,
         old_grad_counter=a.old_grad_counter,
+        tiny=a.tiny,
     )
     print(f"wrote {summary.files} files, {summary.total_bytes} bytes to {a.out}")
 
