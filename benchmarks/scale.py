@@ -207,8 +207,8 @@ def markdown(results: list[dict], generated: float, args) -> str:
         f"set, about 4 kB of JSON); generating the largest size took {generated:.0f} s (0 = reused).",
         "",
         "| file sets | scan s | parse s | load s | total s | ms per file set | re-run s (all reused) "
-        "| re-run ms per file set | main peak RSS MiB | other processes' peak RSS MiB | inspect s | inspect peak RSS MiB "
-        "| DB MiB | WORK MiB |",
+        "| re-run ms per file set | main peak RSS MiB | other processes' peak RSS MiB | inspect s "
+        "| inspect peak RSS MiB | DB MiB | WORK MiB |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
