@@ -138,6 +138,7 @@ class Opts:
     long_keys: bool = False
     non_tensors: int = 0
     small_tensors: bool = False
+    tiny: bool = False
 
 
 # The shapes the benchmarks measure besides the default (generate's keyword arguments).
@@ -829,14 +830,25 @@ def overflow_check(b: FileBuilder) -> None:
     b.api("Torch._amp_foreach_non_finite_check_and_unscale_", [[scaled], found_inf, odd], [None], grad=False)
 
 
+def tiny_micro_batch(b: FileBuilder) -> None:
+    """One linear module and its API, forward and backward: a file set of a few kB, for benchmarks of many files."""
+    x = TS((8, 64))
+    weight = b.params("linear", {"weight": TS((64, 64), scale=0.02)})
+    with b.module("linear", "Linear", [x], params=weight) as m:
+        m.out = [b.api("Functional.linear", [x, weight["weight"]], [TS((8, 64))])]
+    b.backward(b.top)
+    b.parameter_grads()
+
+
 def build_file(opts: Opts, step: int, rank: int) -> tuple[dict, dict]:
     b = FileBuilder(opts, step, rank)
     for mb in range(opts.micro_batches):
         b.mb, b.top, b.param_modules = mb, [], {}
-        micro_batch(b)
+        (tiny_micro_batch if opts.tiny else micro_batch)(b)
     b.mb = opts.micro_batches - 1  # Megatron tags the optimizer phase with the last micro step
-    clip_grad(b)
-    optimizer(b)
+    if not opts.tiny:
+        clip_grad(b)
+        optimizer(b)
     dump = {"task": "statistics", "level": opts.level, "framework": opts.framework, "dump_data_dir": None}
     dump["data"] = b.data
     construct = b.construct
@@ -874,6 +886,7 @@ def generate(
     long_keys: bool = False,
     non_tensors: int = 0,
     small_tensors: bool = False,
+    tiny: bool = False,
 ) -> GenSummary:
     """Write ``out/step{s}/rank{r}/{dump.json,construct.json}`` for every step and rank; return what was written."""
     if framework not in FLAVORS or construct not in ("megatron", "plain"):
@@ -884,7 +897,13 @@ def generate(
         raise ValueError(f"unsupported level/indent/non_tensors: {level!r}/{indent!r}/{non_tensors!r}")
     opts = Opts(steps, ranks, layers, micro_batches, seed, framework, construct, procs, recompute, old_grad_counter)
     opts = dataclasses.replace(
-        opts, level=level, indent=indent, long_keys=long_keys, non_tensors=non_tensors, small_tensors=small_tensors
+        opts,
+        level=level,
+        indent=indent,
+        long_keys=long_keys,
+        non_tensors=non_tensors,
+        small_tensors=small_tensors,
+        tiny=tiny,
     )
     files = total = 0
     for step in range(steps):
@@ -917,6 +936,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--non-tensors", type=int, default=0, metavar="N", help="N more non-tensor kwargs per API call")
     p.add_argument("--small-tensors", action="store_true", help="a tiny model: short shapes")
     p.add_argument("--shape", choices=sorted(SHAPES), help="one of the benchmarks' shapes (overrides the above)")
+    p.add_argument("--tiny", action="store_true", help="one linear module per micro batch (a few kB; --layers unused)")
     return p.parse_args(argv)
 
 
@@ -929,7 +949,7 @@ def main(argv: list[str] | None = None) -> None:
 
 # generate's keyword arguments that the command line passes on as they are
 SETTINGS = ("micro_batches", "seed", "framework", "construct", "procs", "recompute", "old_grad_counter", "level")
-SETTINGS += ("indent", "long_keys", "non_tensors", "small_tensors")
+SETTINGS += ("indent", "long_keys", "non_tensors", "small_tensors", "tiny")
 
 
 if __name__ == "__main__":

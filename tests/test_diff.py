@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import invoke, make_data
 
-from trendconv.comparison import DiffError, DiffReport, TableDiff, diff_databases
+import trendconv
+from trendconv import api
+from trendconv.comparison import DiffError, DiffReport, DiffUsageError, TableDiff, diff_databases
 
 STATS = ("norm", "max", "min", "mean")
 
@@ -360,3 +364,183 @@ def test_not_a_database(tmp_path):
     with pytest.raises(DiffError) as raised:
         diff_databases(text, write_db(tmp_path / "b.db"))
     assert str(raised.value) == f"cannot open {text}: file is not a database"
+
+
+# Sets of databases (a split output): their union is compared with the other side.
+
+SPLIT = "dump_data.steps-{:06d}-{:06d}.trend.db"
+
+
+def build_db(data: Path, steps: tuple[int, ...], out: Path, micro_step: bool) -> Path:
+    """A database of DATA's step directories STEPS only, as a split output's file would hold them."""
+    subset = out.parent / f"{out.name}-data"
+    for step in steps:
+        shutil.copytree(data / f"step{step}", subset / f"step{step}")
+    options = api.ParseOptions(micro_step=micro_step)
+    return api.run(subset, out, options, workers=1, input_format="dump").load.db
+
+
+def split_set(tmp: Path, data: Path, ranges: tuple[tuple[int, ...], ...], micro_step: bool, name: str) -> Path:
+    """A directory holding one database per step range, named as a split output names them."""
+    directory = tmp / name
+    directory.mkdir()
+    for steps in ranges:
+        db = build_db(data, steps, tmp / f"{name}-{steps[0]}", micro_step)
+        shutil.copyfile(db, directory / SPLIT.format(steps[0], steps[-1]))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    """4 steps x 2 ranks: the whole database and split sets of it, in step and in micro-step mode."""
+    tmp = tmp_path_factory.mktemp("sets")
+    data = make_data(tmp, steps=4, ranks=2)
+    found = {}
+    for micro_step, mode in ((False, "step"), (True, "micro")):
+        found[mode] = build_db(data, (0, 1, 2, 3), tmp / f"whole-{mode}", micro_step)
+        found[f"{mode} set"] = split_set(tmp, data, ((0, 1), (2, 3)), micro_step, f"split-{mode}")
+    found["overlap"] = split_set(tmp, data, ((0, 1, 2), (2, 3)), False, "overlap")
+    return found
+
+
+def test_a_split_set_equals_the_whole_database_in_step_mode(runs):
+    directory, whole = runs["step set"], runs["step"]
+    files = sorted(directory.iterdir())
+    assert [path.name for path in files] == [SPLIT.format(0, 1), SPLIT.format(2, 3)]
+    assert diff_databases(directory, whole).equal
+    assert diff_databases(whole, directory).equal
+    assert diff_databases(files, whole).equal
+    assert diff_databases(directory / "dump_data.steps-*.trend.db", whole).equal
+    assert diff_databases(directory, files).equal
+
+
+def test_one_file_of_a_set_is_not_the_whole(runs):
+    first = sorted(runs["step set"].iterdir())[0]
+    report = diff_databases([first], runs["step"], limit=1)
+    assert report.format().splitlines()[:2] == [
+        "2 tables differ",
+        "global_stats: 1 row only in a, 1 row only in b",
+    ]
+    assert report.tables[1] == TableDiff(
+        "trend_data", 0, 52, (),
+        ("rank=0, step=2, target=('Functional.linear.input.0', 0, 0), metric='backward', norm=0.3, max=0.2, "
+         "min=-0.2, mean=0.0",),
+    )  # fmt: skip
+
+
+def test_micro_step_sets_differ_in_their_global_steps(runs):
+    """Built apart, each file counts micro steps from 0: the mismatch shows (the split output does not)."""
+    report = diff_databases(runs["micro set"], runs["micro"], limit=1)
+    stats = ", ".join(f"{metric}='norm,max,min,mean'" for metric in METRICS)
+    row = "target=('Functional.linear.input.0', 0, 0), metric='backward', norm=0.3, max=0.2, min=-0.2, mean=0.0"
+    assert report.format().splitlines()[:7] == (
+        [
+            "3 tables differ",
+            "global_stats: 1 row only in a, 1 row only in b",
+            f"  a: #1 max_rank=1, min_step=0, max_step=3, {stats}",
+            f"  b: #1 max_rank=1, min_step=0, max_step=7, {stats}",
+            "trend_data: 52 rows only in a, 52 rows only in b",
+            f"  a: rank=0, step=0, {row}",
+            f"  b: rank=0, step=4, {row}",
+        ]
+    )
+
+
+def test_rows_in_two_files_of_a_set_are_reported(runs):
+    report = diff_databases(runs["step"], runs["overlap"], limit=1)
+    row = "target=('Functional.linear.input.0', 0, 0), metric='backward'"
+    assert report.format() == "\n".join(
+        [
+            "2 tables differ",
+            "trend_data: 0 rows only in a, 26 rows only in b",
+            f"  b: rank=0, step=2, {row}, norm=0.3, max=0.2, min=-0.2, mean=0.0",
+            "trend_data (set b): 26 rows in more than one file",
+            f"  b: rank=0, step=2, {row} in {SPLIT.format(0, 2)}, {SPLIT.format(2, 3)}",
+        ]
+    )
+    assert not diff_databases(runs["overlap"], runs["overlap"]).equal
+
+
+def test_a_set_combines_global_stats_and_fills_missing_columns_with_null(tmp_path):
+    """Monitor-like files: each has the stat columns and metrics its own rows use."""
+    stats = ("norm", "min", "max", "zeros")
+    forward = (0, 0, IN0, "forward", 1.0, -1.0, 1.0, None)
+    backward = (1, 5, IN0, "backward", 2.0, -2.0, 2.0, 0.0)
+    combined = (1, 0, 5, "norm,min,max", "zeros,norm,min,max", None, None)
+    whole = Content(stats=stats, trend=(forward, backward), global_stats=(combined,))
+    first = Content(stats=stats[:3], trend=(forward[:-1],), global_stats=((0, 0, 0, "norm,min,max", None, None, None),))
+    second = Content(stats=stats, trend=(backward,), global_stats=((1, 5, 5, None, "norm,min,max,zeros", None, None),))
+    parts = [write_db(tmp_path / "first.db", first), write_db(tmp_path / "second.db", second, base=20)]
+    assert diff_databases(parts, write_db(tmp_path / "whole.db", whole, base=7)).equal
+    changed = Content(stats=stats, trend=whole.trend, global_stats=((1, 0, 6, *whole.global_stats[0][3:]),))
+    report = diff_databases(parts, write_db(tmp_path / "changed.db", changed))
+    assert report.tables[0].examples_a == (
+        "#1 max_rank=1, min_step=0, max_step=5, forward='norm,min,max', backward='norm,min,max,zeros', "
+        "recompute=NULL, parameters_grad=NULL",
+    )
+
+
+def test_a_set_with_a_column_of_two_types_is_an_error(tmp_path):
+    first = write_db(tmp_path / "first.db")
+    second = write_db(tmp_path / "second.db", Content(ddl_edit=("mean REAL", "mean TEXT")))
+    with pytest.raises(DiffError) as raised:
+        diff_databases([first, second], first)
+    assert str(raised.value) == (f"{second}: column trend_data.mean is TEXT, not REAL as in the set's other files of a")
+
+
+def test_a_directory_of_several_runs_or_kinds_is_a_usage_error(tmp_path):
+    for name in ("dump_data.trend.db", "monitor_data.trend.db", "run2.dump_data.steps-000000-000009.trend.db"):
+        write_db(tmp_path / name)
+    with pytest.raises(DiffUsageError) as raised:
+        diff_databases(tmp_path, tmp_path / "dump_data.trend.db")
+    assert str(raised.value) == (
+        f"{tmp_path} holds the databases of more than one run or kind (dump_data.trend.db, monitor_data.trend.db, "
+        f"run2.dump_data.trend.db); choose one with a quoted pattern, like '{tmp_path}/dump_data*.trend.db'"
+    )
+    assert diff_databases(tmp_path / "run2.*.trend.db", tmp_path / "dump_data*.trend.db").equal
+
+
+def test_ids_of_a_set_are_a_usage_error(runs):
+    with pytest.raises(DiffUsageError) as raised:
+        diff_databases(runs["step"], runs["step set"], ids=True)
+    assert str(raised.value) == (
+        "ids cannot be compared for a set of databases (b: 2 files, each numbering its own ids); "
+        "compare its files one by one"
+    )
+    single = sorted(runs["step set"].iterdir())[:1]
+    assert diff_databases(single, single, ids=True).equal
+
+
+def test_an_empty_directory_a_pattern_without_match_and_an_empty_list(tmp_path):
+    db = write_db(tmp_path / "a.db")
+    (tmp_path / "empty").mkdir()
+    cases = [
+        (tmp_path / "empty", DiffError, f"cannot open {tmp_path / 'empty'}: a directory without *.trend.db files"),
+        (tmp_path / "x*.db", DiffError, f"cannot open {tmp_path / 'x*.db'}: no file matches this pattern"),
+        ([], DiffUsageError, "an empty list of databases; give at least one path"),
+    ]
+    for side, error, message in cases:
+        with pytest.raises(error) as raised:
+            diff_databases(side, db)
+        assert (type(raised.value), str(raised.value)) == (error, message)
+
+
+def test_command_line_and_python_api_take_sets(runs):
+    directory, whole = runs["step set"], runs["step"]
+    assert (invoke("diff", directory, whole).exit_code, invoke("diff", directory, whole).stdout) == (
+        0, "logically identical\n",
+    )  # fmt: skip
+    assert invoke("diff", f"{directory}/*.trend.db", whole).exit_code == 0
+    assert trendconv.diff([str(path) for path in sorted(directory.iterdir())], whole).equal
+    several = invoke("diff", *sorted(directory.iterdir()), whole)
+    assert (several.exit_code, several.stderr) == (
+        2, "error: diff compares two sides, A and B, not 3 paths; give a set of databases as a directory or as a "
+        "quoted pattern ('out/*.trend.db')\n",
+    )  # fmt: skip
+    ids = invoke("diff", directory, whole, "--ids")
+    assert (ids.exit_code, ids.stderr) == (
+        2, "error: ids cannot be compared for a set of databases (a: 2 files, each numbering its own ids); "
+        "compare its files one by one\n",
+    )  # fmt: skip
+    with pytest.raises(trendconv.UsageError):
+        trendconv.diff(directory, whole, ids=True)

@@ -2,20 +2,28 @@
 
 Ignored: the values of `target_id`, `metric_id` and `tag_id` (each id is replaced by the names it stands for),
 `sqlite_sequence`, indexes and `sqlite_stat*`. With `ids=True` the ids are compared too, as the `ID_VIEWS`
-below. Both files are opened read-only, so a diff never changes them. Rows are streamed in SQL order and
+below. Every file is opened read-only, so a diff never changes one. Rows are streamed in SQL order and
 merge-compared, so memory does not grow with the number of trend rows.
+
+Either side may be a set of databases (a split output, docs/user-guide.md): a directory, a glob pattern or a list
+of paths. The set stands for the union of its files: the dimension tables (`DICTIONARIES`) as a set of rows, the
+other tables as a multiset, a column missing from one file read as NULL there, and global_stats as the one row
+that combines each file's last row (`COMBINE`). A row key found in two files of a set is reported too.
 """
 
 from __future__ import annotations
 
+import glob
+import heapq
+import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
-__all__ = ["DiffError", "DiffReport", "TableDiff", "diff_databases"]
+__all__ = ["DiffError", "DiffReport", "DiffUsageError", "TableDiff", "diff_databases", "resolve_side"]
 
 # id column -> (the table it identifies rows of, the columns that name such a row)
 IDENTITIES = {
@@ -39,11 +47,25 @@ ID_VIEWS = {
     "sqlite_sequence": ("sqlite_sequence", ("name", "seq")),
 }
 
+# In a set, the rows of these tables repeat from file to file (each file names what its own rows use): the union
+# of their rows is a set. The other tables' rows belong to one file each.
+DICTIONARIES = {*OWN_ID, "tag_target_mapping"}
+# global_stats of a set: these columns combined across files; every other column is a metric's stat list (joined
+# by ","), the union of the files' lists.
+COMBINE = {"max_rank": max, "min_step": min, "max_step": max}
+DB_SUFFIX = ".trend.db"
+STEP_RANGE = re.compile(r"\.steps-\d+-\d+(?=\.trend\.db$)")  # the part a split output adds to a file name
+
 Schema = dict[str, tuple[tuple[str, str], ...]]  # table -> ((column, declared type), ...)
+Db = tuple[sqlite3.Connection, Path]
 
 
 class DiffError(Exception):
     """A database cannot be opened or read."""
+
+
+class DiffUsageError(DiffError):
+    """The sides asked for cannot be compared as given: a directory of several runs' databases, ids of a set."""
 
 
 @dataclass(frozen=True)
@@ -77,26 +99,108 @@ class DiffReport:
         return "\n".join(lines)
 
 
-def diff_databases(a: Path, b: Path, *, limit: int = 5, ids: bool = False) -> DiffReport:
-    """What differs between the trend databases A and B, with at most LIMIT example rows per side and table;
-    with IDS, the ids too (`ID_VIEWS`)."""
-    a, b = Path(a), Path(b)
-    with _open(a) as db_a, _open(b) as db_b:
-        schema_a, schema_b = _schema(db_a, a), _schema(db_b, b)
-        named = _named_ids(schema_a, schema_b)
-        diffs = []
-        for table in sorted(schema_a.keys() | schema_b.keys()):
-            diff = _schema_diff(table, schema_a, schema_b)
-            if diff is None:
-                diff = _rows_diff(table, [column for column, _ in schema_a[table]], named, (db_a, a), (db_b, b), limit)
-            if diff is not None:
-                diffs.append(diff)
+def diff_databases(
+    a: Path | Sequence[Path], b: Path | Sequence[Path], *, limit: int = 5, ids: bool = False
+) -> DiffReport:
+    """What differs between the trend databases (or sets of them, `resolve_side`) A and B, with at most LIMIT
+    example rows per side and table; with IDS, the ids too (`ID_VIEWS`; two single databases only)."""
+    paths_a, paths_b = resolve_side(a), resolve_side(b)
+    for side, paths in (("a", paths_a), ("b", paths_b)):
+        if ids and len(paths) > 1:
+            raise DiffUsageError(
+                f"ids cannot be compared for a set of databases ({side}: {len(paths)} files, each numbering its "
+                "own ids); compare its files one by one"
+            )
+    with ExitStack() as stack:
+        side_a = _Side("a", tuple((stack.enter_context(_open(path)), path) for path in paths_a))
+        side_b = _Side("b", tuple((stack.enter_context(_open(path)), path) for path in paths_b))
+        diffs = _table_diffs(side_a, side_b, limit)
         if ids:
-            diffs += _id_diffs((db_a, a), (db_b, b), limit)
+            diffs += _id_diffs(side_a.dbs[0], side_b.dbs[0], limit)
     return DiffReport(tuple(diffs))
 
 
-def _id_diffs(db_a, db_b, limit: int) -> list[TableDiff]:
+def resolve_side(side: Path | str | Sequence[Path | str]) -> tuple[Path, ...]:
+    """The databases one side names: a list of paths as given; a directory's `*.trend.db` files, which must be
+    those of one run and kind (`NAME.KIND[.steps-A-B].trend.db`); a glob pattern's matches; else the one path."""
+    if isinstance(side, (list, tuple)):
+        if not side:
+            raise DiffUsageError("an empty list of databases; give at least one path")
+        return tuple(Path(path) for path in side)
+    path = Path(side)
+    if path.is_dir():
+        return _directory_set(path)
+    if not path.exists() and glob.has_magic(str(path)):
+        found = sorted(Path(match) for match in glob.glob(str(path)))
+        if not found:
+            raise DiffError(f"cannot open {path}: no file matches this pattern")
+        return tuple(found)
+    return (path,)
+
+
+def _directory_set(directory: Path) -> tuple[Path, ...]:
+    found = sorted(path for path in directory.iterdir() if path.name.endswith(DB_SUFFIX))
+    if not found:
+        raise DiffError(f"cannot open {directory}: a directory without *{DB_SUFFIX} files")
+    groups = sorted({STEP_RANGE.sub("", path.name) for path in found})
+    if len(groups) > 1:
+        stem = groups[0].removesuffix(DB_SUFFIX)
+        raise DiffUsageError(
+            f"{directory} holds the databases of more than one run or kind ({', '.join(groups)}); "
+            f"choose one with a quoted pattern, like '{directory / stem}*{DB_SUFFIX}'"
+        )
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side of a diff: one database, or a set of them read as their union."""
+
+    name: str  # "a" or "b"
+    dbs: tuple[Db, ...]
+
+    @property
+    def is_set(self) -> bool:
+        return len(self.dbs) > 1
+
+    def schemas(self, system: bool = False) -> list[Schema]:
+        return [_schema(*db, system=system) for db in self.dbs]
+
+
+def _table_diffs(side_a: _Side, side_b: _Side, limit: int) -> list[TableDiff]:
+    schemas_a, schemas_b = side_a.schemas(), side_b.schemas()
+    schema_a, schema_b = _union(schemas_a, side_a), _union(schemas_b, side_b)
+    named = _named_ids(schema_a, schema_b)
+    unordered = side_a.is_set or side_b.is_set  # a set's columns have no one order
+    diffs = []
+    for table in sorted(schema_a.keys() | schema_b.keys()):
+        diff = _schema_diff(table, schema_a, schema_b, unordered)
+        if diff is None:
+            columns = [column for column, _ in schema_a[table]]
+            diff = _rows_diff(table, columns, named, (side_a, schemas_a), (side_b, schemas_b), limit)
+        diffs += [diff] if diff is not None else []
+        if diff is None or diff.note is None:
+            diffs += [d for d in (_overlaps(table, named, side, schemas, limit) for side, schemas in
+                                  ((side_a, schemas_a), (side_b, schemas_b))) if d is not None]  # fmt: skip
+    return diffs
+
+
+def _union(schemas: list[Schema], side: _Side) -> Schema:
+    """A set's schema: every table of any file, with every column of any file, in the order first met."""
+    union: dict[str, dict[str, str]] = {}
+    for schema, (_, path) in zip(schemas, side.dbs):
+        for table, columns in schema.items():
+            known = union.setdefault(table, {})
+            for name, kind in columns:
+                if known.setdefault(name, kind) != kind:
+                    raise DiffError(
+                        f"{path}: column {table}.{name} is {kind or 'untyped'}, not {known[name] or 'untyped'} as "
+                        f"in the set's other files of {side.name}"
+                    )
+    return {table: tuple(columns.items()) for table, columns in union.items()}
+
+
+def _id_diffs(db_a: Db, db_b: Db, limit: int) -> list[TableDiff]:
     """The `ID_VIEWS` whose rows differ; a view is left out where its table or columns are not in both files
     (the schema comparison reports those), except `sqlite_sequence`, whose absence on one side is a difference."""
     schemas = [_schema(*db, system=True) for db in (db_a, db_b)]
@@ -148,13 +252,13 @@ def _schema(connection: sqlite3.Connection, path: Path, *, system: bool = False)
     }
 
 
-def _schema_diff(table: str, schema_a: Schema, schema_b: Schema) -> TableDiff | None:
+def _schema_diff(table: str, schema_a: Schema, schema_b: Schema, unordered: bool = False) -> TableDiff | None:
     if table not in schema_b:
         return TableDiff(table, note="table only in a")
     if table not in schema_a:
         return TableDiff(table, note="table only in b")
     columns_a, columns_b = schema_a[table], schema_b[table]
-    if table == ORDERED:
+    if table == ORDERED or unordered:
         columns_a, columns_b = sorted(columns_a), sorted(columns_b)
     if columns_a != columns_b:
         return TableDiff(table, note=f"columns differ: a {_columns(schema_a[table])} vs b {_columns(schema_b[table])}")
@@ -175,16 +279,98 @@ def _named_ids(schema_a: Schema, schema_b: Schema) -> set[str]:
     return named
 
 
-def _rows_diff(table, columns, named, db_a, db_b, limit) -> TableDiff | None:
+def _rows_diff(table, columns, named, a, b, limit) -> TableDiff | None:
+    """A and B: (side, its files' schemas)."""
     if table == ORDERED:
-        sql = f"SELECT {', '.join(map(_q, columns))} FROM {_q(table)} ORDER BY rowid"
-        differences = _positional(_read(db_a, sql), _read(db_b, sql), key=_stat_sets)
+        differences = _positional(_stats_rows(table, columns, *a), _stats_rows(table, columns, *b), key=_stat_sets)
         return _collect(table, differences, _numbered(columns), limit)
-    query = _Query(named if table in BY_NAMES else set())
     own_id = OWN_ID.get(table)  # dropped when the ids are replaced by names, else compared as stored
-    parts = [query.column("r", column) for column in columns if column != own_id or own_id not in query.named]
-    differences = _merge(_read(db_a, query.sql(table, parts)), _read(db_b, query.sql(table, parts)))
+    kept = [column for column in columns if column != own_id or own_id not in named]
+    parts = _Query(named if table in BY_NAMES else set()).parts(kept)
+    differences = _merge(_side_rows(table, kept, named, *a), _side_rows(table, kept, named, *b))
     return _collect(table, differences, lambda row: _render(parts, row), limit)
+
+
+def _file_rows(table: str, columns: list[str], named: set[str], db: Db, schema: Schema) -> Iterator[tuple]:
+    """One file's rows of TABLE by names, sorted; a column it lacks reads NULL, a table it lacks no row."""
+    if table not in schema:
+        return iter(())
+    query = _Query(named if table in BY_NAMES else set(), {name for name, _ in schema[table]})
+    return _read(db, query.sql(table, query.parts(columns)))
+
+
+def _side_rows(table: str, columns: list[str], named: set[str], side: _Side, schemas: list[Schema]):
+    """A side's rows of TABLE by names, sorted: a set's merged, its dimension tables' without repeats."""
+    streams = [_file_rows(table, columns, named, db, schema) for db, schema in zip(side.dbs, schemas)]
+    if not side.is_set:
+        return streams[0]
+    merged = heapq.merge(*streams, key=_order)
+    return (row for row, _ in _runs(merged)) if table in DICTIONARIES else merged
+
+
+def _stats_rows(table: str, columns: list[str], side: _Side, schemas: list[Schema]) -> Iterator[tuple]:
+    """global_stats of one database, row by row; of a set, the one row that combines each file's last row."""
+
+    def select(schema: Schema, last: bool) -> str:
+        present = {name for name, _ in schema.get(table, ())}
+        exprs = [_q(column) if column in present else "NULL" for column in columns]
+        return f"SELECT {', '.join(exprs)} FROM {_q(table)} ORDER BY rowid{' DESC LIMIT 1' if last else ''}"
+
+    if not side.is_set:
+        return _read(side.dbs[0], select(schemas[0], False))
+    rows = [row for db, schema in zip(side.dbs, schemas) if table in schema for row in _read(db, select(schema, True))]
+    return iter([_combined(columns, rows)] if rows else [])
+
+
+def _combined(columns: list[str], rows: list[tuple]) -> tuple:
+    combined = []
+    for column, values in zip(columns, zip(*rows)):
+        present = [value for value in values if value is not None]
+        if column in COMBINE:
+            combined.append(COMBINE[column](present) if present else None)
+        else:
+            stats = dict.fromkeys(stat for value in present for stat in str(value).split(","))
+            combined.append(",".join(stats) if present else None)
+    return tuple(combined)
+
+
+def _overlaps(table: str, named: set[str], side: _Side, schemas: list[Schema], limit: int) -> TableDiff | None:
+    """The row keys (primary key columns, ids by names) of TABLE found in more than one file of a set."""
+    keys = [row[1] for row in _read(side.dbs[0], f"PRAGMA table_info({_q(table)})") if row[5] > 0]
+    if not side.is_set or table in DICTIONARIES or not keys or table not in schemas[0]:
+        return None
+    parts = _Query(named if table in BY_NAMES else set()).parts(keys)
+    streams = [
+        _tagged(_file_rows(table, keys, named, *file), index) for index, file in enumerate(zip(side.dbs, schemas))
+    ]
+    count, examples = 0, []
+    for key, group in _grouped(heapq.merge(*streams, key=lambda item: _order(item[0]))):
+        files = sorted({index for _, index in group})
+        if len(files) > 1:
+            count += 1
+            if len(examples) < limit:
+                names = ", ".join(side.dbs[index][1].name for index in files)
+                examples.append(f"{_render(parts, key)} in {names}")
+    if not count:
+        return None
+    where = {"examples_a" if side.name == "a" else "examples_b": tuple(examples)}
+    return TableDiff(f"{table} (set {side.name})", note=f"{_rows(count)} in more than one file", **where)
+
+
+def _tagged(rows: Iterable[tuple], index: int) -> Iterator[tuple[tuple, int]]:
+    return ((row, index) for row in rows)
+
+
+def _grouped(items: Iterable[tuple[tuple, int]]) -> Iterator[tuple[tuple, list]]:
+    """Runs of equal keys of a sorted stream of (key, file index)."""
+    group: list = []
+    for item in items:
+        if group and item[0] != group[0][0]:
+            yield group[0][0], group
+            group = []
+        group.append(item)
+    if group:
+        yield group[0][0], group
 
 
 @dataclass(frozen=True)
@@ -197,14 +383,22 @@ class _Part:
 
 
 class _Query:
-    """Builds the SELECT that lists a table's rows by names, sorted on every column."""
+    """Builds the SELECT that lists a table's rows by names, sorted on every column; with PRESENT, a column of
+    the table not in it is read as NULL."""
 
-    def __init__(self, named: set[str]):
+    def __init__(self, named: set[str], present: set[str] | None = None):
         self.named = named
+        self.present = present
         self.joins: list[str] = []
+
+    def parts(self, columns: list[str]) -> list[_Part]:
+        return [self.column("r", column) for column in columns]
 
     def column(self, source: str, column: str) -> _Part:
         expr = f"{source}.{_q(column)}"
+        if source == "r" and self.present is not None and column not in self.present:
+            width = len(IDENTITIES[column][1]) + 1 if column in self.named else 1  # the shape of the named part
+            return _Part(column, ("NULL",) * width, lambda values: _show(values[0]))
         if column not in self.named:
             return _Part(column, (expr,), lambda values: _show(values[0]))
         owner, names = IDENTITIES[column]

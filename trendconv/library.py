@@ -137,13 +137,23 @@ def inspect(work: PathLike, *, format: str | None = None) -> dict:
     return inspection.inspect_work(_path(work), format)
 
 
-def diff(a: PathLike, b: PathLike, *, limit: int = 5, ids: bool = False) -> DiffReport:
+def diff(
+    a: PathLike | list[PathLike] | tuple[PathLike, ...],
+    b: PathLike | list[PathLike] | tuple[PathLike, ...],
+    *,
+    limit: int = 5,
+    ids: bool = False,
+) -> DiffReport:
     """Compare two trend databases by names (ids too with IDS); `equal` says whether they are logically the
-    same, `format()` words the differences, at most LIMIT examples per table and side."""
+    same, `format()` words the differences, at most LIMIT examples per table and side. A or B may be a set of
+    databases (a split output): a list of paths, a directory of one run's files or a glob pattern."""
     from trendconv import comparison
 
+    sides = [[_path(p) for p in side] if isinstance(side, (list, tuple)) else _path(side) for side in (a, b)]
     try:
-        return comparison.diff_databases(Path(a), Path(b), limit=limit, ids=ids)
+        return comparison.diff_databases(*sides, limit=limit, ids=ids)
+    except comparison.DiffUsageError as exc:
+        raise UsageError(str(exc)) from None
     except comparison.DiffError as exc:
         raise DataError(str(exc)) from None
 

@@ -423,11 +423,20 @@ def inspect(
 @app.command()
 @_handles_errors
 def diff(
-    a: Annotated[Path, typer.Argument(metavar="A.db", help="A trend database.")],
-    b: Annotated[Path, typer.Argument(metavar="B.db", help="Another trend database.")],
+    sides: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="A B",
+            help="Two trend databases; either may be a set of them (a split output): a directory of one run's files "
+            "or a quoted glob pattern.",
+        ),
+    ],
     limit: Annotated[int, typer.Option("--limit", min=1, help="Examples shown per table and side.")] = 5,
     ids: Annotated[
-        bool, typer.Option("--ids", help="Also compare target and metric ids, each metric's tag ids, sqlite_sequence.")
+        bool,
+        typer.Option(
+            "--ids", help="Also compare target and metric ids, each metric's tag ids, sqlite_sequence (no sets)."
+        ),
     ] = False,
 ) -> None:
     """Compare two trend databases by names (ids ignored unless --ids); exit 0 when equal, 1 otherwise.
@@ -436,7 +445,12 @@ def diff(
     """
     import trendconv
 
-    found = trendconv.diff(a, b, limit=limit, ids=ids)
+    if len(sides) != 2:
+        raise UsageError(
+            f"diff compares two sides, A and B, not {len(sides)} paths; give a set of databases as a directory or "
+            "as a quoted pattern ('out/*.trend.db')"
+        )
+    found = trendconv.diff(*sides, limit=limit, ids=ids)
     typer.echo(found.format())
     if not found.equal:
         raise typer.Exit(int(ExitStatus.DATA_ERROR))
