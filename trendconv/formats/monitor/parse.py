@@ -15,6 +15,7 @@ import pyarrow.csv as pacsv
 
 from trendconv.errors import DataError, cannot_read
 from trendconv.formats.monitor import rules
+from trendconv.formats.monitor.arrays import constant
 from trendconv.formats.monitor.regular import regular_columns
 from trendconv.formats.monitor.scan import CsvFile
 from trendconv.options import ParseOptions, apply_mapping
@@ -95,7 +96,7 @@ def _name_kind(columns: dict[str, pa.Array]) -> str:
 def _optional_integer(columns: dict[str, pa.Array], name: str, rows: int) -> pa.Array:
     """An absent step or micro_step column means 0 for every row."""
     if name not in columns:
-        return pa.repeat(pa.scalar(0, pa.int64()), rows)
+        return constant(0, pa.int64(), rows)
     return rules.integer_values(columns[name])
 
 
@@ -103,7 +104,7 @@ def _valid_rows(keys: dict[str, pa.Array], skipped: Counter) -> pa.Array | None:
     """The rows whose key cells are integers; None when all are."""
     if not any(keys[name].null_count for name in ("vpp_stage", "step", "micro_step")):
         return None
-    valid = pa.repeat(pa.scalar(True), len(keys["vpp_stage"]))
+    valid = constant(True, pa.bool_(), len(keys["vpp_stage"]))
     for name in ("vpp_stage", "step", "micro_step"):
         invalid = pc.and_(valid, pc.is_null(keys[name]))
         count = pc.sum(invalid.cast(pa.int64())).as_py() or 0

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from trendconv import native
 from trendconv.formats.monitor import rules
+from trendconv.formats.monitor.arrays import constant
 
 _cells = native.extension(native.CELLS)
 
@@ -45,7 +46,7 @@ def regular_columns(raw: bytes) -> tuple[list[str], dict[str, pa.Array]] | None:
     columns.update(_typed(keys, integers, pa.int64(), count))
     for key in _KEYS[1:]:
         if key not in columns:  # an absent step or micro_step column means 0 for every row
-            columns[key] = pa.repeat(pa.scalar(0, pa.int64()), count)
+            columns[key] = constant(0, pa.int64(), count)
     columns.update(_typed(stats, numbers, pa.float64(), count))
     return header, columns
 
