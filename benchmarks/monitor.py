@@ -1,10 +1,18 @@
-"""Monitor CSV benchmark: trendconv vs msprobe data2db --format monitor 26.2.0, and the floors, in one run.
+"""Monitor CSV benchmark: trendconv vs msprobe data2db --format monitor 26.2.0, the floors, the cost per file and
+a many-file run, in one run.
 
-    python -m benchmarks.monitor [--quick] [--large [--large-repeat N]] [--workers 1,2] [--repeat 3] [--msprobe PATH]
+    python -m benchmarks.monitor [--quick] [--large [--large-repeat N]] [--many] [--workers 1,2] [--repeat 3]
+                                 [--msprobe PATH]
 
-Writes benchmarks/RESULTS-monitor.md. The scenarios are those of docs/monitor-format.md §14 (Megatron GPT, two
-micro-batches, all nine metrics, ops min,max,norm,zeros,nans,mean); every number is a median of --repeat runs
-measured on this machine in this run, and msprobe runs with the same --process_num as trendconv's --workers.
+Writes benchmarks/RESULTS-monitor.md. The msprobe scenarios are those of docs/monitor-format.md §14 (Megatron GPT,
+all nine metrics, ops min,max,norm,zeros,nans,mean): 4 ranks x 50 steps x 8 layers, and a shape with about the same
+bytes in ten times the files (one layer, one micro-batch, ten times the steps). Every number is a median of
+--repeat rounds, each round running every measurement once (interleaved: each ratio compares runs of the same
+stretch of time), and msprobe runs with the same --process_num as trendconv's --workers.
+
+The cost per file is the slope of trendconv's wall time over the file count, on files of nine rows (the start-up of
+the process drops out). `--many` adds a 100,000-file run (and one of a tenth of the files, for the slope of the peak
+memory); `--quick` shrinks every scenario to a smoke test of the runner.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import pyarrow.csv as pacsv
 
 from benchmarks.report import machine_line
 from benchmarks.run import HERE, Measured, drive, machine, merged, run_msprobe, sqlite_floor
-from datagen.monitor import generate
+from datagen.monitor import ALL_NINE, generate
 from trendconv import formats
 
 
@@ -33,19 +41,48 @@ class MonitorScenario:
     ranks: int
     steps: int
     layers: int
+    micro_batches: int = 2
+    metrics: tuple[str, ...] = ALL_NINE
+
+    @property
+    def key(self) -> str:
+        metrics = "" if self.metrics == ALL_NINE else "_" + "-".join(self.metrics)
+        return f"monitor_r{self.ranks}_s{self.steps}_l{self.layers}_m{self.micro_batches}{metrics}"
 
 
-SCENARIOS = [MonitorScenario("4 ranks x 50 steps x 8 layers", 4, 50, 8)]
+def tiny(name: str, files: int, metrics: tuple[str, ...] = ("grad_reduced",)) -> MonitorScenario:
+    """FILES files (rounded up to a multiple of 4 ranks x the metrics) of one layer and one micro-batch: nine rows
+    per grad_reduced file."""
+    return MonitorScenario(name, 4, -(-files // (4 * len(metrics))), 1, 1, metrics)
+
+
+SCENARIOS = [
+    MonitorScenario("4 ranks x 50 steps x 8 layers", 4, 50, 8),
+    MonitorScenario("10x the files: 4 ranks x 500 steps x 1 layer, 1 micro-batch", 4, 500, 1, 1),
+]
 LARGE = MonitorScenario("8 ranks x 200 steps x 16 layers", 8, 200, 16)
-QUICK = [MonitorScenario("quick: 2 ranks x 4 steps x 2 layers", 2, 4, 2)]
+QUICK = [
+    MonitorScenario("quick: 2 ranks x 4 steps x 2 layers", 2, 4, 2),
+    MonitorScenario("quick, 10x the files: 2 ranks x 40 steps x 1 layer, 1 micro-batch", 2, 40, 1, 1),
+]
+PER_FILE, PER_FILE_QUICK = (2_000, 10_000), (200, 1_000)
+MANY, MANY_QUICK = (10_000, 100_000), (500, 5_000)
 CACHE = HERE / ".data"
 
 
 def data_for(scenario: MonitorScenario) -> Path:
-    target = CACHE / f"monitor_r{scenario.ranks}_s{scenario.steps}_l{scenario.layers}"
+    target = CACHE / scenario.key
     if not (target / "done").exists():
         shutil.rmtree(target, ignore_errors=True)
-        generate(target / "data", ranks=scenario.ranks, steps=scenario.steps, layers=scenario.layers, procs=2)
+        generate(
+            target / "data",
+            ranks=scenario.ranks,
+            steps=scenario.steps,
+            layers=scenario.layers,
+            micro_batches=scenario.micro_batches,
+            metrics=scenario.metrics,
+            procs=2,
+        )
         (target / "done").write_text("ok\n")
     return target / "data"
 
@@ -74,8 +111,7 @@ def bench(scenario: MonitorScenario, workers: list[int], repeat: int, args) -> d
     """REPEAT rounds of every measurement, as benchmarks.run does: each ratio compares runs of the same stretch
     of time on this drifting machine."""
     data = data_for(scenario)
-    scratch = data.parent / "scratch"
-    scratch.mkdir(exist_ok=True)
+    scratch = _scratch(data)
     files = csv_files(data)
     rounds = [_round(data, workers, args.msprobe, scratch) for _ in range(repeat)]
     ours = {count: merged(one["ours"][count] for one in rounds) for count in workers}
@@ -118,8 +154,8 @@ def section(result: dict) -> list[str]:
         f"Identical DB for every worker count: **{'yes' if result['identical'] else 'NO'}**.",
         "",
         "| workers | msprobe s (peak RSS MiB) | trendconv s | scan | parse | load (after parse) | index | "
-        "vs msprobe | total / floor | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "vs msprobe | CSV MB/s | ms per file | total / floor | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for workers, measured in sorted(ours.items()):
         total, theirs = measured.median(), reference[workers]
@@ -127,15 +163,91 @@ def section(result: dict) -> list[str]:
         stages = " | ".join(f"{measured.stage_median(stage):.2f}" for stage in ("scan", "parse", "load", "index"))
         lines.append(
             f"| {workers} | {theirs.median():.2f} ({max(theirs.rss_kib) / 1024:.0f}) | {total:.2f} | {stages} | "
-            f"{theirs.median() / total:.2f}× | {total / floor:.2f} | {max(measured.rss_kib) / 1024:.0f} |"
+            f"{theirs.median() / total:.2f}× | {result['bytes'] / 1e6 / total:.1f} | "
+            f"{total / result['files'] * 1e3:.2f} | {total / floor:.2f} | {max(measured.rss_kib) / 1024:.0f} |"
         )
     return lines + [""]
+
+
+def per_file(counts: tuple[int, int], workers: list[int], repeat: int) -> dict:
+    """trendconv's wall seconds on two sets of nine-row files, in interleaved rounds: the slope over the file count
+    is the cost per file, without the process start-up."""
+    sets = [data_for(tiny(f"{count} files", count)) for count in counts]
+    seconds: dict[int, list[list[float]]] = {count: [[], []] for count in workers}
+    for _ in range(repeat):
+        for count in workers:
+            for index, data in enumerate(sets):
+                seconds[count][index].append(run_trendconv(data, count, _scratch(data)).median())
+    print("done: cost per file", file=sys.stderr)
+    return {
+        "files": [len(csv_files(data)) for data in sets],
+        "seconds": {count: [statistics.median(runs) for runs in seconds[count]] for count in workers},
+        "repeat": repeat,
+    }
+
+
+def per_file_section(result: dict) -> list[str]:
+    small, big = result["files"]
+    lines = [
+        "### Cost per file",
+        "",
+        f"Files of nine rows (grad_reduced, one layer): {small} and {big} files, median of {result['repeat']} "
+        "interleaved rounds; the cost per file is the difference of the wall times over the difference of the file "
+        "counts.",
+        "",
+        f"| workers | {small} files s | {big} files s | ms per file |",
+        "|---|---|---|---|",
+    ]
+    for workers, (few, many) in sorted(result["seconds"].items()):
+        lines.append(f"| {workers} | {few:.2f} | {many:.2f} | {(many - few) / (big - small) * 1e3:.3f} |")
+    return lines + [""]
+
+
+def many_files(counts: tuple[int, int], workers: int) -> list[dict]:
+    """One run each on COUNTS files of all nine metrics (one layer, one micro-batch): seconds and peak memory."""
+    found = []
+    for count in counts:
+        data = data_for(tiny(f"{count} files", count, ALL_NINE))
+        files = csv_files(data)
+        measured = run_trendconv(data, workers, _scratch(data))
+        found.append({"files": len(files), "bytes": sum(path.stat().st_size for path in files), "measured": measured})
+        print(f"done: {len(files)} files", file=sys.stderr)
+    return found
+
+
+def many_section(results: list[dict], workers: int) -> list[str]:
+    lines = [
+        "### Many files",
+        "",
+        f"All nine metrics, one layer, one micro-batch, 4 ranks; one run each at {workers} workers (msprobe data2db "
+        "not run: at its speed the larger set takes hours).",
+        "",
+        "| files | CSV MB | trendconv s | scan | parse | load (after parse) | index | ms per file | CSV MB/s | "
+        "peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        measured, total = result["measured"], result["measured"].median()
+        stages = " | ".join(f"{measured.stage_median(stage):.2f}" for stage in ("scan", "parse", "load", "index"))
+        lines.append(
+            f"| {result['files']} | {result['bytes'] / 1e6:.1f} | {total:.2f} | {stages} | "
+            f"{total / result['files'] * 1e3:.2f} | {result['bytes'] / 1e6 / total:.1f} | "
+            f"{max(measured.rss_kib) / 1024:.0f} |"
+        )
+    return lines + [""]
+
+
+def _scratch(data: Path) -> Path:
+    scratch = data.parent / "scratch"
+    scratch.mkdir(exist_ok=True)
+    return scratch
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one small scenario (a smoke test of the runner)")
     parser.add_argument("--large", action="store_true", help="add the 8 ranks x 200 steps x 16 layers scenario")
+    parser.add_argument("--many", action="store_true", help="add the 10,000 and 100,000-file runs")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--large-repeat", type=int, help="runs of the large scenario (default: --repeat)")
@@ -148,6 +260,8 @@ def main() -> None:
     workers = [int(count) for count in args.workers.split(",")]
     repeats = {LARGE: args.large_repeat or args.repeat}
     results = [bench(scenario, workers, repeats.get(scenario, args.repeat), args) for scenario in scenarios]
+    costs = per_file(PER_FILE_QUICK if args.quick else PER_FILE, workers, args.repeat)
+    many = many_files(MANY_QUICK if args.quick else MANY, max(workers)) if args.many or args.quick else []
     lines = [
         "# Monitor benchmark results",
         "",
@@ -160,6 +274,9 @@ def main() -> None:
     ]
     for result in results:
         lines += section(result)
+    lines += per_file_section(costs)
+    if many:
+        lines += many_section(many, max(workers))
     args.output.write_text("\n".join(lines))
 
 

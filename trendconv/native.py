@@ -1,6 +1,6 @@
 """Which of trendconv's optional C parts this install has.
 
-setup.py builds them wherever a C compiler (and, for the second, SQLite's headers) is found; without
+setup.py builds them wherever a C compiler (and, for the SQLite extension, SQLite's headers) is found; without
 them trendconv gives the same results in Python, a few times more slowly. `TRENDCONV_PURE=1` turns them
 off, so that the Python twins can be run (and tested) on an install that has the C parts.
 """
@@ -15,9 +15,11 @@ from types import ModuleType
 
 PURE_ENV = "TRENDCONV_PURE"
 EXTRACT = "trendconv.formats.dump._extract"  # a Python extension module
+CELLS = "trendconv.formats.monitor._cells"  # a Python extension module
 COLUMNS = "trendconv.loading._columns"  # a SQLite extension: its file is loaded by SQLite, never imported
 PARTS = {
     "dump.json reader": EXTRACT,
+    "monitor CSV reader": CELLS,
     "SQLite column reader": COLUMNS,
 }
 

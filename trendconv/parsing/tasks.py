@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ class ParseTask:
     part: Path  # the format's part of WORK (trendconv.workdir)
     format: Format
 
-    @property
+    @functools.cached_property  # asked for several times per task, thousands of tasks a second
     def shard_path(self) -> Path:
         return shards.shard_dir(self.part) / self.format.shard_name(self.unit)
 

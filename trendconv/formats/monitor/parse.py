@@ -15,6 +15,8 @@ import pyarrow.csv as pacsv
 
 from trendconv.errors import DataError, cannot_read
 from trendconv.formats.monitor import rules
+from trendconv.formats.monitor.arrays import constant
+from trendconv.formats.monitor.regular import regular_columns
 from trendconv.formats.monitor.scan import CsvFile
 from trendconv.options import ParseOptions, apply_mapping
 
@@ -53,7 +55,13 @@ class MonitorRows:
 
 
 def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
-    header, cells = read_cells(csv_file)
+    raw = read_raw(csv_file)
+    regular = regular_columns(raw)
+    if regular is not None:
+        header, kept = regular
+        kept["target_name"] = _mapped(kept["target_name"], options.mapping)
+        return MonitorRows(kept, rules.stats_of(header), "micro_step" in header)
+    header, cells = cells_of(raw, csv_file.path)
     stats = rules.stats_of(header)
     columns = {name: cells[header.index(name)] for name in dict.fromkeys(header)}
     rows = len(cells[0]) if cells else 0
@@ -88,7 +96,7 @@ def _name_kind(columns: dict[str, pa.Array]) -> str:
 def _optional_integer(columns: dict[str, pa.Array], name: str, rows: int) -> pa.Array:
     """An absent step or micro_step column means 0 for every row."""
     if name not in columns:
-        return pa.repeat(pa.scalar(0, pa.int64()), rows)
+        return constant(0, pa.int64(), rows)
     return rules.integer_values(columns[name])
 
 
@@ -96,7 +104,7 @@ def _valid_rows(keys: dict[str, pa.Array], skipped: Counter) -> pa.Array | None:
     """The rows whose key cells are integers; None when all are."""
     if not any(keys[name].null_count for name in ("vpp_stage", "step", "micro_step")):
         return None
-    valid = pa.repeat(pa.scalar(True), len(keys["vpp_stage"]))
+    valid = constant(True, pa.bool_(), len(keys["vpp_stage"]))
     for name in ("vpp_stage", "step", "micro_step"):
         invalid = pc.and_(valid, pc.is_null(keys[name]))
         count = pc.sum(invalid.cast(pa.int64())).as_py() or 0
@@ -121,13 +129,16 @@ def _empty(stats: list[str]) -> dict[str, pa.Array]:
     return columns
 
 
-def read_cells(csv_file: CsvFile) -> tuple[list[str], list[pa.Array]]:
-    """The header and every column as text, as pandas would split the file; short rows are padded with NA."""
-    path = csv_file.path
+def read_raw(csv_file: CsvFile) -> bytes:
     try:
-        raw = path.read_bytes()
+        return csv_file.path.read_bytes()
     except OSError as exc:
-        raise cannot_read(path, exc) from None
+        raise cannot_read(csv_file.path, exc) from None
+
+
+def cells_of(raw: bytes, path) -> tuple[list[str], list[pa.Array]]:
+    """The header and every column of RAW as text, as pandas would split the file; short rows are padded with
+    NA."""
     if not raw.strip():
         raise DataError(f"{path}: empty file: no header line")
     short: list[int] = []

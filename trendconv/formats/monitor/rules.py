@@ -121,7 +121,7 @@ def column_kind(column: pa.Array) -> str:
     if pc.all(na).as_py() is not False:
         return FLOAT
     first = column.filter(pc.invert(na))[0].as_py()
-    if not _FLOAT.fullmatch(first) and first.lower() not in _BOOLEANS:
+    if not looks_typed(first):
         return TEXT  # one cell that is neither a number nor a boolean makes the whole column text
     any_na = pc.any(na).as_py()
     if _all_match(column, na, _INT.pattern):
@@ -133,6 +133,11 @@ def column_kind(column: pa.Array) -> str:
     if pc.all(pc.or_(na, pc.is_in(pc.utf8_lower(column), pa.array(list(_BOOLEANS))))).as_py():
         return BOOL
     return TEXT
+
+
+def looks_typed(first: str) -> bool:
+    """Whether a column's first non-NA cell is a number or a boolean: otherwise pandas keeps the column as text."""
+    return bool(_FLOAT.fullmatch(first)) or first.lower() in _BOOLEANS
 
 
 def _has_unreadable_integer(column: pa.Array) -> bool:

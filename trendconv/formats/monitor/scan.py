@@ -6,6 +6,7 @@ every listing is sorted, a rank's newest run is used, and everything left out is
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ class CsvFile:
     metric: str
     data: Path
 
-    @property
+    @functools.cached_property  # asked for several times per file: by the scan, the parse and messages
     def path(self) -> Path:
         return self.data / self.run_dir / self.name
 

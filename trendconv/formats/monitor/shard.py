@@ -6,6 +6,7 @@ import functools
 
 import pyarrow as pa
 
+from trendconv.formats.monitor.arrays import constant
 from trendconv.formats.monitor.parse import parse_csv_file
 from trendconv.formats.monitor.scan import CsvFile
 from trendconv.options import ParseOptions
@@ -36,8 +37,8 @@ def shard_of(unit: CsvFile, options: ParseOptions) -> tuple[pa.Table, dict]:
     rows = parse_csv_file(unit, options)
     columns = dict(rows.columns)
     count = len(rows)
-    columns["rank"] = pa.repeat(pa.scalar(unit.rank, pa.int64()), count)
-    columns["metric"] = pa.repeat(pa.scalar(unit.metric), count).dictionary_encode()
+    columns["rank"] = constant(unit.rank, pa.int64(), count)
+    columns["metric"] = constant(unit.metric, pa.string(), count).dictionary_encode()
     columns["target_name"] = columns["target_name"].dictionary_encode()
     kinds = schema(rows.stats)
     arrays = [_as_type(columns[name], kinds.field(name).type) for name in kinds.names]

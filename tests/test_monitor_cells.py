@@ -1,0 +1,163 @@
+"""The C reader of regular monitor CSV files (trendconv.formats.monitor._cells) against the general path.
+
+Every file is parsed with the C reader and with it switched off; the rows must be the same values, bit for bit.
+What the C reader refuses goes to the general path (pyarrow's reader and the cell rules), which gives the rows or
+the error.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from helpers import RUN
+
+from datagen.monitor import generate
+from trendconv.errors import DataError
+from trendconv.formats.monitor import regular, rules
+from trendconv.formats.monitor.parse import MonitorRows, parse_csv_file
+from trendconv.formats.monitor.scan import CsvFile, scan_monitor
+from trendconv.options import ParseOptions
+
+pytestmark = pytest.mark.c_parts  # nothing to compare when the C part is off
+
+HEADER = "vpp_stage,name,step,micro_step,min,max,norm,zeros,nans,mean,shape,dtype\n"
+ROW = '0,a.b.0.c,3,1,-0.5,2.0,1.25,0.0,0.0,1e-06,"[1, 2]",torch.bfloat16\n'
+
+
+def values(rows: MonitorRows) -> dict:
+    """Every column as exact values: floats as their bits (NaN, -0.0 and the last digit all count)."""
+    found = {}
+    for name, column in rows.columns.items():
+        cells = column.to_pylist()
+        if name in rules.stats_of([name]):
+            cells = [None if cell is None else struct.pack("<d", cell) for cell in cells]
+        found[name] = (str(column.type), cells)
+    return {
+        "columns": found,
+        "stats": rows.stats,
+        "has_micro_step": rows.has_micro_step,
+        "skipped": dict(rows.skipped),
+        "micro_steps_per_step": rows.micro_steps_per_step(),
+    }
+
+
+def outcome(csv_file: CsvFile, options: ParseOptions) -> tuple[str, object]:
+    try:
+        return "rows", values(parse_csv_file(csv_file, options))
+    except DataError as exc:
+        return "error", str(exc)
+
+
+def both_paths(csv_file: CsvFile, monkeypatch, options: ParseOptions | None = None) -> bool:
+    """Assert that the C reader and the general path agree on CSV_FILE; whether the C reader took it."""
+    options = options or ParseOptions()
+    took = regular.regular_columns(csv_file.path.read_bytes()) is not None
+    fast = outcome(csv_file, options)
+    with monkeypatch.context() as patch:
+        patch.setattr(regular, "_cells", None)
+        general = outcome(csv_file, options)
+    assert fast == general
+    return took
+
+
+def csv_file(tmp_path: Path, content: bytes, name: str = "actv_0-0.csv") -> CsvFile:
+    directory = tmp_path / "data" / RUN
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_bytes(content)
+    return CsvFile(0, RUN, name, name.rsplit("_", 1)[0], tmp_path / "data")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"nan_every": 2, "integer_counts": True},
+        {"ranks": 4, "tp": 2, "pp": 2, "layers": 4, "squash_name": True, "monitor_mbs_grad": True},
+        {"ops": ("norm", "min", "max", "zeros", "nans", "mean", "shape", "dtype", "id"), "extras": ("bak",)},
+    ],
+)
+def test_generated_files_take_the_c_reader_and_give_the_general_rows(tmp_path, monkeypatch, settings):
+    generate(tmp_path / "data", **{"ranks": 2, "steps": 2, "layers": 2, **settings})
+    files = scan_monitor(tmp_path / "data").files
+    took = [both_paths(found, monkeypatch, ParseOptions(mapping=((".0.", ".zero."),))) for found in files]
+    assert took == [True] * len(files)
+
+
+REGULAR = {
+    "plain": HEADER + ROW,
+    "crlf, no newline at the end": (HEADER + ROW + ROW).replace("\n", "\r\n")[:-2],
+    "empty lines": HEADER + "\n" + ROW + "\n\n" + ROW,
+    "number spellings": HEADER + '0,n,0,0,.5,1.,1E5,-0.0,inf,-inf,"x",y\n0,m,-1,-2,nan,,0,7,1e-300,2.5e+3,"x",y\n',
+    "quoted other columns": HEADER + '0,n,0,0,1,2,3,4,5,6,"[1, ""2""]","a,\nb"\n',
+    "no step or micro_step column": "vpp_stage,name,norm\n0,n,1.5\n1,m,2\n",
+    "repeated column: the first counts": "vpp_stage,name,norm,norm\n0,n,1.5,9\n",
+    "no stat column": "vpp_stage,name,step\n0,n,1\n",
+    "long keys": HEADER + "-123456789012345678,n,123456789012345678,0,1,1,1,1,1,1,x,y\n",
+    "UTF-8 names": HEADER + "0,módulo.ß,0,0,1,1,1,1,1,1,x,y\n",
+    "NAN is no NA spelling": HEADER + "0,NAN,0,0,1,1,1,1,1,1,x,y\n",
+    "text first name, number later": HEADER + "0,a,0,0,1,1,1,1,1,1,x,y\n0,1,0,0,1,1,1,1,1,1,x,y\n",
+}
+
+GENERAL = {
+    "quoted header": '"vpp_stage",name,norm\n0,n,1\n',
+    "byte order mark": "\ufeff" + HEADER + ROW,
+    "leading empty line": "\n" + HEADER + ROW,
+    "bare carriage return": HEADER + ROW.replace("\n", "\r") + ROW,
+    "short row": HEADER + "0,n,0,0,1\n",
+    "long row": HEADER + ROW[:-1] + ",extra\n",
+    "quoted name": HEADER + '0,"n",0,0,1,1,1,1,1,1,x,y\n',
+    "quoted key": HEADER + '"0",n,0,0,1,1,1,1,1,1,x,y\n',
+    "quote inside a field": HEADER + '0,n,0,0,1,1,1,1,1,1,x"y,z\n',
+    "text after a closing quote": HEADER + '0,n,0,0,1,1,1,1,1,1,"x"y,z\n',
+    "unclosed quote": HEADER + '0,n,0,0,1,1,1,1,1,1,"x,z\n',
+    "number first name": HEADER + "0,1,0,0,1,1,1,1,1,1,x,y\n0,a,0,0,1,1,1,1,1,1,x,y\n",
+    "boolean first name": HEADER + "0,True,0,0,1,1,1,1,1,1,x,y\n",
+    "plus sign key": HEADER + "+1,n,0,0,1,1,1,1,1,1,x,y\n",
+    "19-digit key": HEADER + "0,n,1234567890123456789,0,1,1,1,1,1,1,x,y\n",
+    "float key": HEADER + "0,n,1.0,0,1,1,1,1,1,1,x,y\n",
+    "empty key": HEADER + "0,n,,0,1,1,1,1,1,1,x,y\n",
+    "overflowing stat": HEADER + "0,n,0,0,1e400,1,1,1,1,1,x,y\n",
+    "underflowing stat": HEADER + "0,n,0,0,1e-320,1,1,1,1,1,x,y\n",
+    "NaN spelling": HEADER + "0,n,0,0,NaN,1,1,1,1,1,x,y\n",
+    "spaces around a stat": HEADER + "0,n,0,0, 2 ,1,1,1,1,1,x,y\n",
+    "boolean stat": HEADER + "0,n,0,0,True,1,1,1,1,1,x,y\n",
+    "text stat": HEADER + "0,n,0,0,abc,1,1,1,1,1,x,y\n",
+    "no name column": "vpp_stage,step,norm\n0,1,2\n",
+    "no vpp_stage column": "name,step,norm\nn,1,2\n",
+    "header only": HEADER,
+}
+
+
+@pytest.mark.parametrize("case", sorted(REGULAR))
+def test_regular_files_take_the_c_reader(tmp_path, monkeypatch, case):
+    assert both_paths(csv_file(tmp_path, REGULAR[case].encode()), monkeypatch) is True
+
+
+@pytest.mark.parametrize("case", sorted(GENERAL))
+def test_other_files_take_the_general_path(tmp_path, monkeypatch, case):
+    assert both_paths(csv_file(tmp_path, GENERAL[case].encode()), monkeypatch) is False
+
+
+@pytest.mark.parametrize("token", rules.NA_TOKENS)
+def test_a_name_that_is_an_na_spelling_takes_the_general_path(tmp_path, monkeypatch, token):
+    content = HEADER + ROW + ROW.replace("a.b.0.c", token)
+    assert both_paths(csv_file(tmp_path, content.encode()), monkeypatch) is False
+
+
+def test_bytes_that_are_not_utf8_are_the_general_paths_error(tmp_path, monkeypatch):
+    found = csv_file(tmp_path, (HEADER + ROW).encode().replace(b"torch", b"t\xffrch"))
+    assert both_paths(found, monkeypatch) is False
+    with pytest.raises(DataError) as error:
+        parse_csv_file(found, ParseOptions())
+    assert str(error.value) == f"{found.path}: line 2, field 12: not UTF-8 text"
+
+
+def test_the_c_part_refuses_bad_column_indexes():
+    with pytest.raises(ValueError) as error:
+        regular._cells.rows(b"a,b\n1,2\n", 4, 2, 0, (0,), ())
+    assert str(error.value) == "column index out of range or repeated"
+    with pytest.raises(ValueError) as error:
+        regular._cells.rows(b"a,b\n1,2\n", 4, 2, 2, (), ())
+    assert str(error.value) == "width, name or start out of range"

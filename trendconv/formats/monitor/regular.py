@@ -1,0 +1,88 @@
+"""The key and stat columns of a regular monitor CSV file, read by the C part trendconv.formats.monitor._cells
+(docs/monitor-format.md §3.3).
+
+A regular file is what the monitor writes: an unquoted header holding name and vpp_stage, integer keys, plain
+numbers. For it the cell rules (trendconv.formats.monitor.rules) are plain conversions, which the C part does in
+one pass without a CSV reader's set-up per file. Any other file, and every file where the C part is missing or
+turned off (TRENDCONV_PURE=1), takes the general path: pyarrow's reader and the rules, which give the same values.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from trendconv import native
+from trendconv.formats.monitor import rules
+from trendconv.formats.monitor.arrays import constant
+
+_cells = native.extension(native.CELLS)
+
+_KEYS = ("vpp_stage", "step", "micro_step")
+
+
+def available() -> bool:
+    """Whether the C part is there and on."""
+    return _cells is not None
+
+
+def regular_columns(raw: bytes) -> tuple[list[str], dict[str, pa.Array]] | None:
+    """The header and the columns parse_csv_file makes of a regular file (target_name as read, vpp_stage, step
+    and micro_step as int64, the stats as float64); None for any other file, or without the C part."""
+    if _cells is None or not raw.isascii() and not _utf8(raw):
+        return None
+    header, start = _header(raw)
+    if header is None or "name" not in header or "vpp_stage" not in header:
+        return None
+    keys = [key for key in _KEYS if key in header]
+    stats = rules.stats_of(header)
+    found = _cells.rows(raw, start, len(header), header.index("name"), _indexes(header, keys), _indexes(header, stats))
+    if found is None or not found[0]:
+        return None  # a header-only file is rare: the general path says what it holds
+    count, offsets, names, integers, numbers = found
+    if not _text_names(offsets, names):
+        return None
+    target_names = pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(names)])
+    columns = {"target_name": target_names}
+    columns.update(_typed(keys, integers, pa.int64(), count))
+    for key in _KEYS[1:]:
+        if key not in columns:  # an absent step or micro_step column means 0 for every row
+            columns[key] = constant(0, pa.int64(), count)
+    columns.update(_typed(stats, numbers, pa.float64(), count))
+    return header, columns
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False  # the general path names the line and field
+    return True
+
+
+def _header(raw: bytes) -> tuple[list[str] | None, int]:
+    """The header's fields and where the rows start; None where the general path must read the header (a
+    quote, a byte order mark, a leading empty line, a bare \\r)."""
+    end = raw.find(b"\n")
+    line = raw[: end if end >= 0 else len(raw)]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if not line or b'"' in line or b"\r" in line or line.startswith(b"\xef\xbb\xbf"):
+        return None, 0
+    return line.decode("utf-8").split(","), (end + 1 if end >= 0 else len(raw))
+
+
+def _indexes(header: list[str], names: list[str]) -> tuple[int, ...]:
+    return tuple(header.index(name) for name in names)
+
+
+def _text_names(offsets: bytes, names: bytes) -> bool:
+    """rules.name_values keeps names as they are read only for a text column with no NA cell (the C part refuses
+    a file with one): its first cell is neither a number nor a boolean (rules.column_kind)."""
+    first = names[: memoryview(offsets).cast("i")[1]].decode("utf-8")
+    return not rules.looks_typed(first)
+
+
+def _typed(names: list[str], buffers: list[bytes], kind: pa.DataType, count: int) -> dict[str, pa.Array]:
+    return {
+        name: pa.Array.from_buffers(kind, count, [None, pa.py_buffer(buffer)]) for name, buffer in zip(names, buffers)
+    }
