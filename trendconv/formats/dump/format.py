@@ -99,6 +99,11 @@ class DumpFormat(Format):
 
         return DumpBuilder(out_dir, index=index)
 
+    def appender(self, final: Path):
+        from trendconv.formats.dump.append import DumpAppender
+
+        return DumpAppender(final)
+
 
 def _shard_name(step: int, rank: int) -> str:
     return f"step{step}_rank{rank}.parquet"  # schemas.SHARD_SUFFIX
