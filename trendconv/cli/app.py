@@ -270,7 +270,9 @@ def run(
     ] = None,
     stop_after_idle: Annotated[
         float | None,
-        typer.Option("--stop-after-idle", min=0.01, help="With --follow: stop after this many seconds without new data."),
+        typer.Option(
+            "--stop-after-idle", min=0.01, help="With --follow: stop after this many seconds without new data."
+        ),
     ] = None,
 ) -> None:
     """Parse and load in one go (dump data: loading overlaps parsing). Re-running resumes after a crash or Ctrl-C.

@@ -180,9 +180,10 @@ def print_batch(batch) -> None:
 def print_follow_summary(summary) -> None:
     fmt = formats.get(summary.format)
     rebuilt = f", {plural(summary.rebuilt, 'rebuild')} in place" if summary.rebuilt else ""
+    batches = "1 batch" if summary.appended == 1 else f"{summary.appended} batches"
     typer.echo(
         f"{summary.db}: stopped following with {fmt.units(summary.units)} in; "
-        f"{summary.appended} {'batch' if summary.appended == 1 else 'batches'} appended ({summary.rows:,} rows){rebuilt}"
+        f"{batches} appended ({summary.rows:,} rows){rebuilt}"
     )
     if summary.held:
         typer.echo(f"  not converted (files that do not parse): {', '.join(summary.held)}")

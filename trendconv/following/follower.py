@@ -16,11 +16,12 @@ from pathlib import Path
 from trendconv import shards, workdir
 from trendconv.errors import DataError, TrendconvError, internal_error
 from trendconv.executors import Executor, default_workers, local_executor
-from trendconv.formats import Format
-from trendconv.formats.contract import Refused
+from trendconv.faults import fault_point
 from trendconv.following import live, record
 from trendconv.following.rebuild import rebuild
 from trendconv.following.summary import Batch, FollowSummary
+from trendconv.formats import Format
+from trendconv.formats.contract import Refused
 from trendconv.options import ParseOptions
 from trendconv.parsing.manifest import start_parse, write_manifest
 from trendconv.parsing.reuse import OK, status_of
@@ -213,6 +214,7 @@ class Follower:
 
     def _taken(self, taken: dict[str, list]) -> None:
         """The batch committed: TAKEN is what the database holds now."""
+        fault_point("follow-committed")
         self.taken = taken
         self.mark += 1
         record.forget_others(self.part, self.mark)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trendconv.errors import OutputError
+from trendconv.faults import fault_point
 from trendconv.loading import connection, schema
 from trendconv.loading.tags import write_tags
 from trendconv.summaries import LoadSummary
@@ -57,4 +58,5 @@ def rewrite_tags(conn: connection.Connection, by_metric: dict, names: dict[int, 
 def commit(conn: connection.Connection, mark: int) -> None:
     """End the batch's transaction, recording MARK in it (trendconv.following.record)."""
     conn.execute(schema.set_mark(mark))
+    fault_point("follow-commit")
     conn.commit()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from trendconv import formats, interrupt, workdir
 from trendconv.errors import DataError
-from trendconv.formats import Format
 from trendconv.following.follower import Follower
 from trendconv.following.summary import Batch, FollowSummary
+from trendconv.formats import Format
 from trendconv.options import ParseOptions
 from trendconv.scan import check_data
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 
+from trendconv.faults import fault_point
 from trendconv.formats import Format
 from trendconv.loading import schema
 from trendconv.loading.build import publish_all, writes_db
@@ -19,7 +20,9 @@ from trendconv.summaries import LoadSummary
 def rebuild(fmt: Format, shard_list: list[Shard], final: Path, mark: int, *, index: bool) -> LoadSummary:
     """FINAL as a batch build of SHARD_LIST makes it, marked MARK: moved into place when there is no database
     yet, else copied into it."""
-    builder = stage_shards(fmt, sorted(shard_list, key=lambda shard: fmt.meta_order(shard.meta)), final.parent, index=index)
+    builder = stage_shards(
+        fmt, sorted(shard_list, key=lambda shard: fmt.meta_order(shard.meta)), final.parent, index=index
+    )
     try:
         _Copy(builder.tmp).mark(mark)
         if final.exists():
@@ -57,6 +60,7 @@ class _Copy:
             conn.execute("BEGIN IMMEDIATE")
             _copy(conn)
             conn.execute(schema.set_mark(mark))
+            fault_point("follow-commit")
             conn.execute("COMMIT")
         finally:
             conn.close()  # an unfinished transaction is rolled back

@@ -13,12 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from trendconv import shards
+from trendconv.following import live
 from trendconv.formats.contract import Refused
 from trendconv.formats.dump.builder import DumpBuilder
 from trendconv.formats.dump.ids import TargetIds
 from trendconv.formats.dump.metrics import METRICS, STATS
 from trendconv.formats.dump.tags import tags_of
-from trendconv.following import live
 from trendconv.loading import schema
 from trendconv.loading.build import writes_db
 from trendconv.loading.insert import insert_trend

@@ -14,11 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from trendconv import shards
+from trendconv.following import live
 from trendconv.formats.contract import Refused
 from trendconv.formats.monitor.builder import MonitorBuilder
 from trendconv.formats.monitor.plan import MonitorPlan, plan_monitor
 from trendconv.formats.monitor.tags import tags_of
-from trendconv.following import live
 from trendconv.loading import ids, schema
 from trendconv.loading.build import writes_db
 from trendconv.loading.insert import insert_trend
