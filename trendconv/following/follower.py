@@ -67,6 +67,7 @@ class Follower:
             self.stale = "WORK no longer holds the shards it was made from"
             return
         self.taken = taken
+        self.summary.units = len(taken)
         self.appender = self.fmt.appender(self.final)
         self.appender.replay(found)
 
