@@ -53,6 +53,7 @@ class Follower:
 
     def start(self) -> None:
         """WORK's part says what this follower parses; the database and its record say what it holds."""
+        self.fmt.appender(self.final).close()  # a format that cannot append says so before anything is written
         workdir.move_old_part(self.work, self.fmt)
         start_parse(self.data, self.part, self.options, self.fmt)
         self.mark = live.read_mark(self.final)
