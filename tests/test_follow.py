@@ -239,3 +239,49 @@ def test_monitor_files_appended_step_by_step(tmp_path):
     assert steps[0][2] < steps[1][2] < steps[2][2]
     assert run_cli("run", full, "--db", tmp_path / "batch", "-q").returncode == 0
     assert diff_ids(tmp_path / "batch" / "monitor_data.trend.db", db).stdout == "logically identical\n"
+
+
+def heat_map_of_last_step(server) -> tuple[int, int]:
+    """What the page shows after a refresh: the last step of its step list, and the cells of that step's heat map
+    for the first metric and stat."""
+    metric = server.ask("metrics")["data"][0]
+    name, stat = metric["name"], metric["stats"][0]
+    steps = server.ask("values", {"metric": name, "stat": stat, "dimension": "step", "tags": []})["data"]
+    last = list(steps)[-1]
+    body = {"metric": name, "stat": stat, "dimension": "step", "value": last, "tags": []}
+    return int(last), len(server.ask("heatmap_data", body)["data"])
+
+
+def last_step_in(db: Path) -> tuple[int, int]:
+    """The same from the database: global_stats' last step, and the first metric's rows there."""
+    with sqlite3.connect(db) as conn:
+        (last,) = conn.execute(PLUGIN_STATEMENTS["S3"][0]).fetchone()[2:]
+        cells = conn.execute("SELECT count(*) FROM trend_data WHERE metric_id = 1 AND step = ?", (last,)).fetchone()
+    return last, cells[0]
+
+
+@pytest.mark.reference
+def test_the_trend_analyzer_shows_appended_steps_without_a_restart(tmp_path, dump_full):
+    """The real plugin (docs/trend-db.md §6), started once on the follower's database: each refresh shows the
+    steps appended since, and a rebuild in place too."""
+    from reference import tensorboard_executable
+
+    from benchmarks.plugin import PluginServer
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out)
+    write_step(dump_full, data, 0)
+    wait_for(lambda: mark(db) == 1, follower)
+    shown, stored = [], []
+    with PluginServer(tensorboard_executable(), out, tmp_path) as server:
+        for number, step in enumerate((None, 2, 1), start=1):  # step 1 comes late: the database is rebuilt in place
+            if step is not None:
+                write_step(dump_full, data, step)
+                wait_for(lambda number=number: mark(db) == number, follower)
+            shown.append(heat_map_of_last_step(server))
+            stored.append(last_step_in(db))
+    assert follower.stop() == 0
+    assert shown == stored
+    assert stored[0][0] < stored[1][0] < stored[2][0] and all(cells for _, cells in stored)

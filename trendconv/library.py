@@ -75,11 +75,13 @@ def follow(
     poll: float = 2.0,
     stop_after_idle: float | None = None,
     on_batch: Callable[[Batch], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> list[FollowSummary]:
     """Convert DATA as a training run writes it: each unit once its files are unchanged for POLL seconds, appended
     to OUT's databases in place, one transaction per batch (docs/live.md). Runs until Ctrl-C (KeyboardInterrupt),
     which stops it once the batch in hand is in, or until nothing changed in DATA for STOP_AFTER_IDLE seconds.
-    ON_BATCH is called after each batch. One summary per format followed."""
+    ON_BATCH is called after each batch, ON_WARNING with each warning as it arises (a summary's `warnings` has them
+    all). One summary per format followed."""
     from trendconv import api
     from trendconv.following import follow as follow_data
 
@@ -95,6 +97,7 @@ def follow(
         poll=float(poll),
         stop_after_idle=stop_after_idle,
         on_batch=on_batch,
+        on_warning=on_warning,
         index=index,
         workers=_workers(workers),
         executor=_executor(executor, workers),

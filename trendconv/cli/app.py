@@ -353,10 +353,16 @@ def _follow(data: Path, db: Path, *, follow: bool, poll: float | None, quiet: bo
         raise UsageError("--poll and --stop-after-idle go with --follow")
     import trendconv
 
-    on_batch = None if quiet else report.print_batch
-    summaries = trendconv.follow(data, db, poll=_POLL if poll is None else poll, on_batch=on_batch, **options)
-    for summary in summaries:
-        report.finish(report.print_follow_summary, summary, quiet=quiet)
+    summaries = trendconv.follow(
+        data,
+        db,
+        poll=_POLL if poll is None else poll,
+        on_batch=None if quiet else report.print_batch,
+        on_warning=lambda warning: report.print_warnings([warning]),  # as they arise, --quiet or not
+        **options,
+    )
+    for summary in summaries if not quiet else []:
+        report.print_follow_summary(summary)
     _warn_if_refused(db)
 
 

@@ -41,6 +41,7 @@ class Follower:
         self.workers: int | None = kwargs.get("workers")
         self.executor: Executor | None = kwargs.get("executor")
         self.on_batch: Callable[[Batch], None] = kwargs.get("on_batch") or (lambda batch: None)
+        self.on_warning: Callable[[str], None] = kwargs.get("on_warning") or (lambda warning: None)
         self.summary = FollowSummary(fmt.name, self.final, work)
         self.taken: dict[str, list] = {}  # shard name -> sources, in the order the database took them
         self.mark = 0
@@ -170,7 +171,7 @@ class Follower:
             found.append(shards.Shard(task.shard_path, meta))
         elif isinstance(error, TrendconvError):
             self.held[name] = self.seen[name][0]
-            self.summary.warnings.append(f"{error}; not converted, waiting for its files to change")
+            self._warn(f"{error}; not converted, waiting for its files to change")
         else:
             raise internal_error(error, f"parsing {self.fmt.place(task.unit)}")
 
@@ -205,7 +206,8 @@ class Follower:
             raise DataError(f"{self.part}: a shard changed while being loaded; run the command again")
         record.write(self.part, self.mark + 1, kept)
         loaded = rebuild(self.fmt, found, self.final, self.mark + 1, index=self.index)
-        self.summary.warnings.extend(loaded.warnings)
+        for warning in loaded.warnings:
+            self._warn(warning)
         ordered = sorted(found, key=lambda shard: self.fmt.meta_order(shard.meta))
         self._taken({_name(self.fmt, shard): shard.meta["sources"] for shard in ordered})
         self.stale = None
@@ -213,6 +215,12 @@ class Follower:
         self.appender = self.fmt.appender(self.final)
         self.appender.replay(ordered)
         self.on_batch(Batch(self.fmt.name, self.final, len(new), loaded.rows, self.mark, reason or None, created))
+
+    def _warn(self, warning: str) -> None:
+        """Each warning once, when it first arises (a rebuild gives those of its load again)."""
+        if warning not in self.summary.warnings:
+            self.summary.warnings.append(warning)
+            self.on_warning(warning)
 
     def _taken(self, taken: dict[str, list]) -> None:
         """The batch committed: TAKEN is what the database holds now."""
