@@ -205,9 +205,9 @@ def test_importing_trendconv_imports_none_of_the_library():
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (ran.returncode, ran.stdout) == (0, "[]\n")
     assert sorted(trendconv.__all__) == sorted(
-        ["__version__", "convert", "parse", "load", "inspect", "diff", "Progress", "ConvertSummary", "ParseSummary"]
-        + ["LoadSummary", "DiffReport", "TrendconvError", "DataError", "UsageError", "OutputError", "InternalError"]
-        + ["ExitStatus"]
+        ["__version__", "convert", "follow", "parse", "load", "inspect", "diff", "Progress", "ConvertSummary"]
+        + ["ParseSummary", "LoadSummary", "DiffReport", "TrendconvError", "DataError", "UsageError", "OutputError"]
+        + ["InternalError", "ExitStatus"]
     )
 
 

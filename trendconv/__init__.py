@@ -31,6 +31,7 @@ _EXPORTS = {
     "load": "trendconv.library",
     "inspect": "trendconv.library",
     "diff": "trendconv.library",
+    "follow": "trendconv.library",
     "Progress": "trendconv.progress",
     "ConvertSummary": "trendconv.summaries",
     "ParseSummary": "trendconv.summaries",

@@ -27,6 +27,7 @@ _received: int | None = None
 _armed = False
 _deferred = 0
 _owed = False  # a KeyboardInterrupt held back by `deferred`
+_honoured = False  # the signal asked a command to stop, and it stopped cleanly (`honour`)
 _unfinished: set[Path] = set()
 
 
@@ -54,7 +55,14 @@ def _handle(signum: int, frame) -> None:
 
 def received() -> bool:
     """True once one of SIGNALS came, with `install`ed handlers (never in a program that only uses the API)."""
-    return _received is not None
+    return _received is not None and not _honoured
+
+
+def honour() -> None:
+    """The signal that came asked the command to stop, and it did so cleanly (a follower between batches,
+    trendconv.following): its exit status is its own, not 130. Later signals are still only noted."""
+    global _honoured
+    _honoured = _received is not None
 
 
 def check() -> None:

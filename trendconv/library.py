@@ -10,7 +10,7 @@ Cheap to import: what the functions need is imported when they are called.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from trendconv.progress import Progress
 if TYPE_CHECKING:
     from trendconv.comparison import DiffReport
     from trendconv.executors import Executor
+    from trendconv.following import Batch, FollowSummary
     from trendconv.options import ParseOptions
     from trendconv.summaries import ConvertSummary, LoadSummary, ParseSummary
 
@@ -65,6 +66,49 @@ def convert(
         index=index,
         split=split,
         progress=progress or Progress(),
+    )
+
+
+def follow(
+    data: PathLike,
+    out: PathLike,
+    *,
+    format: str = AUTO,
+    work: PathLike | None = None,
+    workers: int | None = None,
+    micro_step: bool = True,
+    mapping: MappingArgument = None,
+    index: bool = True,
+    executor: str | Executor | None = None,
+    poll: float = 2.0,
+    stop_after_idle: float | None = None,
+    on_batch: Callable[[Batch], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> list[FollowSummary]:
+    """Convert DATA as a training run writes it: each unit once its files are unchanged for POLL seconds, appended
+    to OUT's databases in place, one transaction per batch (docs/live.md). Runs until Ctrl-C (KeyboardInterrupt),
+    which stops it once the batch in hand is in, or until nothing changed in DATA for STOP_AFTER_IDLE seconds.
+    ON_BATCH is called after each batch, ON_WARNING with each warning as it arises (a summary's `warnings` has them
+    all). One summary per format followed."""
+    from trendconv import api
+    from trendconv.following import follow as follow_data
+
+    for name, value in (("poll", poll), ("stop_after_idle", stop_after_idle)):
+        if value is not None and (type(value) not in (int, float) or not 0 < value < 1e9):
+            raise UsageError(f"{name} must be a number of seconds above 0, not {value!r}")
+    return follow_data(
+        _path(data),
+        _path(out),
+        api.default_work(_path(out)) if work is None else _path(work),
+        _options(micro_step, mapping),
+        input_format=format,
+        poll=float(poll),
+        stop_after_idle=stop_after_idle,
+        on_batch=on_batch,
+        on_warning=on_warning,
+        index=index,
+        workers=_workers(workers),
+        executor=_executor(executor, workers),
     )
 
 

@@ -305,12 +305,53 @@ def run(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     quiet: Quiet = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Keep watching DATA as training writes it and append each complete file set or CSV file to the "
+            "databases in place, which an open Trend Analyzer shows on its next refresh (docs/live.md). Ctrl-C "
+            "stops it (exit 0).",
+        ),
+    ] = False,
+    poll: Annotated[
+        float | None,
+        typer.Option(
+            "--poll",
+            min=0.01,
+            help="With --follow: seconds between looks at DATA; a file counts as complete once unchanged that long "
+            f"(default {_POLL:g}).",
+        ),
+    ] = None,
+    stop_after_idle: Annotated[
+        float | None,
+        typer.Option(
+            "--stop-after-idle", min=0.01, help="With --follow: stop after this many seconds without new data."
+        ),
+    ] = None,
 ) -> None:
     """Parse and load in one go (dump data: loading overlaps parsing). Re-running resumes after a crash or Ctrl-C.
 
     Example: trendconv run ./dump --db ./out --workers 4 --split-steps 100
     """
     _prestart(executor, workers, data)
+    if follow or poll is not None or stop_after_idle is not None:
+        _follow(
+            data,
+            db,
+            follow=follow,
+            poll=poll,
+            stop_after_idle=stop_after_idle,
+            format=input_format,
+            work=work,
+            workers=workers,
+            micro_step=micro_step,
+            mapping=_mapping(mapping),
+            index=not no_index,
+            executor=_executor(executor, scheduler, workers),
+            quiet=quiet,
+        )
+        return
     _convert(
         data,
         db,
@@ -359,6 +400,28 @@ def _convert(data: Path, db: Path, *, quiet: bool, **options) -> None:
         summaries = trendconv.convert(data, db, progress=bars, **options)
     for summary in summaries:
         report.finish(report.print_run_summary, summary, quiet=quiet)
+    _warn_if_refused(db)
+
+
+_POLL = 2.0
+
+
+def _follow(data: Path, db: Path, *, follow: bool, poll: float | None, quiet: bool, **options) -> None:
+    """`run --follow`: a line per batch as it goes in, a summary line per format when it stops."""
+    if not follow:
+        raise UsageError("--poll and --stop-after-idle go with --follow")
+    import trendconv
+
+    summaries = trendconv.follow(
+        data,
+        db,
+        poll=_POLL if poll is None else poll,
+        on_batch=None if quiet else report.print_batch,
+        on_warning=lambda warning: report.print_warnings([warning]),  # as they arise, --quiet or not
+        **options,
+    )
+    for summary in summaries if not quiet else []:
+        report.print_follow_summary(summary)
     _warn_if_refused(db)
 
 

@@ -180,3 +180,27 @@ def print_run_summary(summary) -> None:
         f"total {seconds['total']:.2f}s"
     )
     typer.echo("\n".join(lines))
+
+
+def print_batch(batch) -> None:
+    """One line per batch of `run --follow`, on stderr as it goes in."""
+    units = formats.get(batch.format).units(batch.units)
+    if batch.created:
+        line = f"{batch.db}: made from {units}, {batch.rows:,} rows"
+    elif batch.rebuilt is not None:
+        line = f"{batch.db}: rebuilt in place with {units} more ({in_cli_words(batch.rebuilt)}), {batch.rows:,} rows"
+    else:
+        line = f"{batch.db}: appended {units}, {batch.rows:,} rows"
+    typer.echo(f"{line} (batch {batch.mark})", err=True)
+
+
+def print_follow_summary(summary) -> None:
+    fmt = formats.get(summary.format)
+    rebuilt = f", {plural(summary.rebuilt, 'rebuild')} in place" if summary.rebuilt else ""
+    batches = "1 batch" if summary.appended == 1 else f"{summary.appended} batches"
+    typer.echo(
+        f"{summary.db}: stopped following with {fmt.units(summary.units)} in; "
+        f"{batches} appended ({summary.rows:,} rows){rebuilt}"
+    )
+    if summary.held:
+        typer.echo(f"  not converted (files that do not parse): {', '.join(summary.held)}")

@@ -52,6 +52,7 @@ class Builder(Protocol):
     """
 
     final: Path  # the database, once published
+    tmp: Path  # where it is built until then (a follower copies a sealed build into a database in place)
     summary: LoadSummary
     seconds: dict[str, float]  # "finish" and "index", for the run summary
 
@@ -65,6 +66,31 @@ class Builder(Protocol):
     def publish(self) -> LoadSummary: ...
 
     def abort(self) -> None: ...
+
+
+class Refused(Exception):
+    """Shards an appender cannot add after what its database holds and still match a batch build of them all
+    (a step before one already in, a changed step slot): the follower rebuilds the database in place instead."""
+
+
+class Appender(Protocol):
+    """Appends shards to a database in place, one SQLite transaction per batch, so that a reader that has the file
+    open sees each batch whole (trendconv.following, docs/live.md). Ids follow the format's batch builder: `replay`
+    and `append` of shards in the order the database took them give its state and rows.
+
+    After `Refused` or any failure the appender is closed and a new one made (its state is then unknown).
+    """
+
+    final: Path  # the database, which exists
+
+    def replay(self, shard_list: list[Shard]) -> None:
+        """Take SHARD_LIST, which the database already holds, in the order it took them: state only, no writes."""
+
+    def append(self, shard_list: list[Shard], mark: int) -> int:
+        """Add SHARD_LIST (in processing order) in one transaction that also records MARK (trendconv.following);
+        the number of trend rows added. Refused, before anything is committed, when they cannot follow."""
+
+    def close(self) -> None: ...
 
 
 class Format(ABC):
@@ -182,6 +208,12 @@ class Format(ABC):
     def builder(self, out_dir: Path, *, index: bool, name: str | None = None, carry: Any = None) -> Builder:
         """A builder of OUT_DIR/NAME (by default `db_name`); INDEX: build the read indexes. CARRY: `carry` of every
         shard of the run when the database holds only some of them (one of a split), else None."""
+
+    def appender(self, final: Path) -> Appender:
+        """An appender to the database FINAL, which a builder of this format made (`trendconv run --follow`)."""
+        from trendconv.errors import UsageError
+
+        raise UsageError(f"following is not available for {self.name} data; convert it with `trendconv run`")
 
     # ---- words
 

@@ -126,3 +126,32 @@ def monitor_global_stats_ddl(metrics) -> str:
 
 def insert_global_stats(columns: int) -> str:
     return f"INSERT INTO global_stats VALUES ({', '.join('?' * columns)})"
+
+
+# ---- appending to a database in place (trendconv.following, docs/live.md)
+
+# A follower's connection: the default rollback journal, which the Trend Analyzer needs (docs/trend-db.md §3),
+# full syncs, and a wait rather than a failure while a reader holds the file.
+APPEND_PRAGMAS = ("PRAGMA journal_mode = DELETE", "PRAGMA synchronous = FULL", "PRAGMA busy_timeout = 60000")
+# Which batch of appends a database holds: written in the batch's own transaction (the header is journaled).
+READ_MARK = "PRAGMA user_version"
+
+
+def set_mark(mark: int) -> str:
+    return f"PRAGMA user_version = {int(mark)}"
+
+
+def update_global_stats(columns) -> str:
+    """The one global_stats row, updated in place (the Trend Analyzer reads the last row by ROWID)."""
+    assignments = ", ".join(f"{column} = ?" for column in columns)
+    return f"UPDATE global_stats SET {assignments} WHERE ROWID = (SELECT max(ROWID) FROM global_stats)"
+
+
+DELETE_TAGS = ("DELETE FROM tag_target_mapping", "DELETE FROM monitoring_tags")
+TARGET_IDS = "SELECT target_id FROM monitoring_targets"
+# A database's own tables (not SQLite's), and its tables or indexes with their SQL in creation order.
+OWN_TABLES = "SELECT name FROM {schema}.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+OWN_OBJECTS = (
+    "SELECT name, sql FROM {schema}.sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%' AND sql IS NOT NULL "
+    "ORDER BY rowid"
+)

@@ -113,6 +113,11 @@ class DumpFormat(Format):
 
         return DumpBuilder(out_dir, index=index, name=name, carry=carry)
 
+    def appender(self, final: Path):
+        from trendconv.formats.dump.append import DumpAppender
+
+        return DumpAppender(final)
+
 
 def _shard_name(step: int, rank: int) -> str:
     return f"step{step}_rank{rank}.parquet"  # schemas.SHARD_SUFFIX

@@ -113,6 +113,11 @@ class MonitorFormat(Format):
 
         return MonitorBuilder(out_dir, index=index, name=name, carry=carry)
 
+    def appender(self, final: Path):
+        from trendconv.formats.monitor.append import MonitorAppender
+
+        return MonitorAppender(final)
+
 
 def _shard_name(run_dir: str, file: str) -> str:
     return f"{run_dir}/{file}.parquet"  # schemas.SHARD_SUFFIX

@@ -1,0 +1,287 @@
+"""`trendconv run --follow` (docs/live.md): a simulated training job writes steps while the follower runs; a reader
+connection opened once and kept sees each batch; SIGKILL and a restart, Ctrl-C, arrivals out of order; and when the
+follower stops, the database equals a batch `trendconv run` of the same data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import PLUGIN_STATEMENTS, run_cli
+
+from datagen.dump import generate as generate_dump
+from datagen.monitor import generate as generate_monitor
+
+WAIT = 60
+POLL = "0.2"
+
+
+class Follower:
+    """`trendconv run DATA --db OUT --follow` in a session of its own, as from a terminal."""
+
+    def __init__(self, tmp: Path, data: Path, out: Path, *args: str, fault: str | None = None):
+        self.marker, self.out, self.err = tmp / "paused", tmp / "follow.stdout", tmp / "follow.stderr"
+        env = {**os.environ, "TRENDCONV_FAULT_MARKER": str(self.marker)}
+        env.pop("TRENDCONV_FAULT", None)
+        if fault:
+            env["TRENDCONV_FAULT"] = fault
+        command = [sys.executable, "-m", "trendconv", "run", str(data), "--db", str(out), "--follow", "--poll", POLL]
+        with open(self.out, "w") as stdout, open(self.err, "w") as stderr:
+            self.process = subprocess.Popen(
+                [*command, *args], env=env, stdout=stdout, stderr=stderr, start_new_session=True
+            )
+
+    def stop(self) -> int:
+        """Ctrl-C, as a terminal sends it (to the whole process group)."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.process.wait(WAIT)
+
+    def paused(self) -> None:
+        wait_for(lambda: self.marker.is_file() and self.marker.read_text(), self)
+
+    @property
+    def stdout(self) -> str:
+        return self.out.read_text()
+
+    @property
+    def stderr(self) -> str:
+        return self.err.read_text()
+
+
+def wait_for(condition, follower: Follower | None = None) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, follower.stderr if follower else "timed out"
+        if follower is not None:
+            assert follower.process.poll() is None, follower.stderr
+        time.sleep(0.05)
+
+
+def mark(db: Path) -> int:
+    """The batch the database holds (docs/live.md §4)."""
+    if not db.is_file():
+        return 0
+    with sqlite3.connect(db) as conn:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def write_step(full: Path, data: Path, step: int) -> None:
+    """The training job writes step STEP of every rank."""
+    shutil.copytree(full / f"step{step}", data / f"step{step}")
+
+
+def batch_db(full: Path, out: Path, *args: str) -> Path:
+    assert run_cli("run", full, "--db", out, "-q", *args).returncode == 0
+    return out / "dump_data.trend.db"
+
+
+def diff_ids(a: Path, b: Path) -> subprocess.CompletedProcess:
+    return run_cli("diff", "--ids", a, b)
+
+
+def rows(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT count(*) FROM trend_data").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def dump_full(tmp_path_factory) -> Path:
+    full = tmp_path_factory.mktemp("job") / "full"
+    generate_dump(full, steps=3, ranks=2, layers=1)
+    return full
+
+
+@pytest.mark.parametrize("mode", ["--micro-step", "--no-micro-step"])
+def test_steps_appended_in_place_are_seen_by_a_kept_reader(tmp_path, dump_full, mode):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out, mode)
+    write_step(dump_full, data, 0)
+    wait_for(lambda: mark(db) == 1, follower)
+    reader = sqlite3.connect(db)  # the plugin's one connection, opened at start-up and kept
+    inode = db.stat().st_ino
+    first_rows = reader.execute("SELECT count(*) FROM trend_data").fetchone()[0]
+    bounds = [reader.execute(PLUGIN_STATEMENTS["S3"][0]).fetchone()]
+    for step in (1, 2):
+        write_step(dump_full, data, step)
+        wait_for(lambda step=step: mark(db) == step + 1, follower)
+        bounds.append(reader.execute(PLUGIN_STATEMENTS["S3"][0]).fetchone())
+        last_step = bounds[-1][2]
+        heat_map = reader.execute(
+            "SELECT count(*) FROM trend_data t JOIN monitoring_targets m ON t.target_id = m.target_id "
+            "WHERE t.metric_id = 1 AND t.step = ?",
+            (last_step,),
+        ).fetchone()[0]
+        assert heat_map > 0
+        assert reader.execute("SELECT count(*) FROM global_stats").fetchone() == (1,)
+    total = reader.execute("SELECT count(*) FROM trend_data").fetchone()[0]
+    assert follower.stop() == 0
+    # micro-step mode: 2 micro steps + the step's own slot per step (datagen's megatron model); else the steps
+    if mode == "--micro-step":
+        assert [bound[:2] for bound in bounds] == [(1, 0)] * 3
+        assert [bound[2] for bound in bounds] == sorted({bound[2] for bound in bounds})
+    else:
+        assert bounds == [(1, 0, 0), (1, 0, 1), (1, 0, 2)]
+    assert follower.stdout == (
+        f"{db}: stopped following with 6 file sets in; 2 batches appended ({total - first_rows:,} rows)\n"
+    )
+    assert follower.stderr.splitlines()[0] == f"{db}: made from 2 file sets, {first_rows:,} rows (batch 1)"
+    assert db.stat().st_ino == inode
+    assert reader.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    reader.close()
+    batch = batch_db(dump_full, tmp_path / "batch", mode)
+    assert diff_ids(batch, db).stdout == "logically identical\n"
+
+
+def test_a_step_that_comes_late_rebuilds_the_database_in_place(tmp_path, dump_full):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out)
+    for number, step in enumerate((0, 2, 1), start=1):
+        write_step(dump_full, data, step)
+        wait_for(lambda number=number: mark(db) == number, follower)
+        if number == 1:
+            reader = sqlite3.connect(db)
+            inode = db.stat().st_ino
+    assert (
+        reader.execute(PLUGIN_STATEMENTS["S3"][0]).fetchone()
+        == reader.execute("SELECT 1, 0, max(step) FROM trend_data").fetchone()
+    )
+    assert follower.stop() == 0
+    lines = follower.stderr.splitlines()
+    assert lines[2] == (
+        f"{db}: rebuilt in place with 2 file sets more (step 1, rank 0 came after step 2, rank 1), "
+        f"{rows(db):,} rows (batch 3)"
+    )
+    assert follower.stdout.endswith(f"1 batch appended ({rows(db) // 3:,} rows), 1 rebuild in place\n")
+    assert db.stat().st_ino == inode
+    reader.close()
+    batch = batch_db(dump_full, tmp_path / "batch")
+    assert diff_ids(batch, db).stdout == "logically identical\n"
+
+
+@pytest.mark.parametrize("fault", ["follow-commit", "follow-committed"])
+def test_killed_at_a_commit_the_same_command_continues(tmp_path, dump_full, fault):
+    """SIGKILL just before a batch commits (rolled back) or just after (kept, never converted again)."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    # follow-commit is passed by appends only; follow-committed also by the batch that made the database
+    follower = Follower(tmp_path, data, out, fault=f"{fault}@1" if fault == "follow-commit" else f"{fault}@2")
+    write_step(dump_full, data, 0)
+    wait_for(lambda: mark(db) == 1, follower)
+    first_rows = rows(db)
+    write_step(dump_full, data, 1)
+    assert follower.process.wait(WAIT) == -signal.SIGKILL
+    expected = 1 if fault == "follow-commit" else 2
+    assert mark(db) == expected  # a reader opening it now rolls back an unfinished batch
+    assert rows(db) == first_rows * expected
+    again = Follower(tmp_path, data, out, "--stop-after-idle", "1")
+    assert again.process.wait(WAIT) == 0, again.stderr
+    appended = f"1 batch appended ({first_rows:,} rows)" if expected == 1 else "0 batches appended (0 rows)"
+    assert again.stdout == f"{db}: stopped following with 4 file sets in; {appended}\n"
+    partial = tmp_path / "partial"
+    for step in (0, 1):
+        write_step(dump_full, partial, step)
+    assert diff_ids(batch_db(partial, tmp_path / "batch"), db).stdout == "logically identical\n"
+
+
+def test_ctrl_c_during_a_batch_stops_after_it(tmp_path, dump_full):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out, fault="follow-commit:pause")
+    write_step(dump_full, data, 0)
+    wait_for(lambda: mark(db) == 1, follower)
+    write_step(dump_full, data, 1)
+    follower.paused()
+    assert follower.stop() == 0
+    assert mark(db) == 2
+    assert "interrupted" not in follower.stderr
+    assert follower.stdout.startswith(f"{db}: stopped following with 4 file sets in; 1 batch appended (")
+
+
+def test_poll_without_follow_is_a_usage_error(tmp_path):
+    done = run_cli("run", tmp_path, "--db", tmp_path / "out", "--poll", "1")
+    assert (done.returncode, done.stderr) == (2, "error: --poll and --stop-after-idle go with --follow\n")
+
+
+def test_monitor_files_appended_step_by_step(tmp_path):
+    full, data, out = tmp_path / "full", tmp_path / "data", tmp_path / "out"
+    runs = generate_monitor(full, ranks=2, steps=3, layers=1).runs
+    data.mkdir()
+    db = out / "monitor_data.trend.db"
+    follower = Follower(tmp_path, data, out)
+    answers = []
+    for step in range(3):
+        for _, run in runs:
+            (data / run).mkdir(exist_ok=True)
+            for csv in (full / run).glob(f"*_{step}-{step}.csv"):
+                shutil.copy(csv, data / run / csv.name)
+        wait_for(lambda step=step: mark(db) == step + 1, follower)
+        if step == 0:
+            reader = sqlite3.connect(db)
+        tags = reader.execute(PLUGIN_STATEMENTS["S6b"][0], {"metric": 1}).fetchall()
+        answers.append((reader.execute(PLUGIN_STATEMENTS["S3"][0]).fetchone(), len(tags) > 0))
+    assert follower.stop() == 0
+    reader.close()
+    steps = [bounds for bounds, _ in answers]
+    assert [bounds[:2] for bounds in steps] == [(1, 0)] * 3 and all(found for _, found in answers)
+    assert steps[0][2] < steps[1][2] < steps[2][2]
+    assert run_cli("run", full, "--db", tmp_path / "batch", "-q").returncode == 0
+    assert diff_ids(tmp_path / "batch" / "monitor_data.trend.db", db).stdout == "logically identical\n"
+
+
+def heat_map_of_last_step(server) -> tuple[int, int]:
+    """What the page shows after a refresh: the last step of its step list, and the cells of that step's heat map
+    for the first metric and stat."""
+    metric = server.ask("metrics")["data"][0]
+    name, stat = metric["name"], metric["stats"][0]
+    steps = server.ask("values", {"metric": name, "stat": stat, "dimension": "step", "tags": []})["data"]
+    last = list(steps)[-1]
+    body = {"metric": name, "stat": stat, "dimension": "step", "value": last, "tags": []}
+    return int(last), len(server.ask("heatmap_data", body)["data"])
+
+
+def last_step_in(db: Path) -> tuple[int, int]:
+    """The same from the database: global_stats' last step, and the first metric's rows there."""
+    with sqlite3.connect(db) as conn:
+        (last,) = conn.execute(PLUGIN_STATEMENTS["S3"][0]).fetchone()[2:]
+        cells = conn.execute("SELECT count(*) FROM trend_data WHERE metric_id = 1 AND step = ?", (last,)).fetchone()
+    return last, cells[0]
+
+
+@pytest.mark.reference
+def test_the_trend_analyzer_shows_appended_steps_without_a_restart(tmp_path, dump_full):
+    """The real plugin (docs/trend-db.md §6), started once on the follower's database: each refresh shows the
+    steps appended since, and a rebuild in place too."""
+    from reference import tensorboard_executable
+
+    from benchmarks.plugin import PluginServer
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out)
+    write_step(dump_full, data, 0)
+    wait_for(lambda: mark(db) == 1, follower)
+    shown, stored = [], []
+    with PluginServer(tensorboard_executable(), out, tmp_path) as server:
+        for number, step in enumerate((None, 2, 1), start=1):  # step 1 comes late: the database is rebuilt in place
+            if step is not None:
+                write_step(dump_full, data, step)
+                wait_for(lambda number=number: mark(db) == number, follower)
+            shown.append(heat_map_of_last_step(server))
+            stored.append(last_step_in(db))
+    assert follower.stop() == 0
+    assert shown == stored
+    assert stored[0][0] < stored[1][0] < stored[2][0] and all(cells for _, cells in stored)

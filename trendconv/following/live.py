@@ -1,0 +1,62 @@
+"""What every format's appender shares (trendconv.formats.contract.Appender): the connection to a database in
+place, and the parts of a batch's transaction that do not depend on the format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trendconv.errors import OutputError
+from trendconv.faults import fault_point
+from trendconv.loading import connection, schema
+from trendconv.loading.tags import write_tags
+from trendconv.summaries import LoadSummary
+
+
+def open_live(final: Path) -> connection.Connection:
+    """A connection to the database FINAL as it is, set for appending while readers have it open."""
+    if not final.is_file():
+        raise OutputError(f"{final}: the database to append to is gone")
+    conn = connection.Connection(final)
+    try:
+        for pragma in schema.APPEND_PRAGMAS:
+            conn.execute(pragma)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def read_mark(final: Path) -> int:
+    """The batch FINAL holds (0: none of a follower's, or no database)."""
+    if not final.is_file():
+        return 0
+    conn = connection.Connection(final)
+    try:
+        return int(conn.execute(schema.READ_MARK).fetchall()[0][0])
+    finally:
+        conn.close()
+
+
+def insert_targets(conn: connection.Connection, targets: list[tuple[int, str, int, int]]) -> list:
+    """TARGETS (id, name, vpp_stage, micro_step) the database does not hold yet, inserted in id order."""
+    known = {row[0] for row in conn.execute(schema.TARGET_IDS)}
+    new = sorted(target for target in targets if target[0] not in known)
+    conn.executemany(schema.INSERT_TARGET, new)
+    return new
+
+
+def rewrite_tags(conn: connection.Connection, by_metric: dict, names: dict[int, str], rule) -> LoadSummary:
+    """Every tag and link again, numbered as a batch build of the same shards numbers them (a tag's id depends
+    on its metric's block, so a new one may renumber those after it): tags are few next to the trend rows."""
+    for statement in schema.DELETE_TAGS:
+        conn.execute(statement)
+    summary = LoadSummary()
+    write_tags(conn, by_metric, names, rule, summary)
+    return summary
+
+
+def commit(conn: connection.Connection, mark: int) -> None:
+    """End the batch's transaction, recording MARK in it (trendconv.following.record)."""
+    conn.execute(schema.set_mark(mark))
+    fault_point("follow-commit")
+    conn.commit()

@@ -1,0 +1,79 @@
+"""Following DATA until told to stop: every format's follower looks once per poll; WORK stays locked throughout.
+
+A stop is clean: Ctrl-C (or SIGTERM, SIGHUP) during the wait between looks stops at once; during a batch it stops
+once the batch is in the database (docs/live.md §3). `stop_after_idle` stops once nothing in DATA changed for that
+many seconds and every unit in it is in the database (or does not parse).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from trendconv import formats, interrupt, workdir
+from trendconv.errors import DataError
+from trendconv.following.follower import Follower
+from trendconv.following.summary import FollowSummary
+from trendconv.formats import Format
+from trendconv.options import ParseOptions
+from trendconv.scan import check_data
+
+
+def follow(
+    data: Path,
+    out_dir: Path,
+    work: Path,
+    options: ParseOptions,
+    *,
+    input_format: str,
+    poll: float,
+    stop_after_idle: float | None = None,
+    **kwargs,
+) -> list[FollowSummary]:
+    """Follow DATA into OUT_DIR's databases until stopped; KWARGS go to each Follower (index, workers, executor,
+    on_batch, on_warning). One summary per format followed, in registry order."""
+    check_data(data)
+    followers: dict[Format, Follower] = {}
+
+    def looked() -> bool:
+        """One look for every format; whether anything happened."""
+        busy = False
+        for fmt in _formats(data, input_format):
+            if fmt not in followers:
+                followers[fmt] = Follower(fmt, data, out_dir, work, options, settle=poll, **kwargs)
+                followers[fmt].start()
+                busy = True
+            busy |= followers[fmt].poll()
+        return busy
+
+    with workdir.locked(work):
+        try:
+            _watch(looked, poll, stop_after_idle)
+        except KeyboardInterrupt:
+            interrupt.honour()  # a stop asked for, and done: the databases hold whole batches
+        finally:
+            for follower in followers.values():
+                follower.close()
+    order = formats.names()
+    return [followers[fmt].summary for fmt in sorted(followers, key=lambda fmt: order.index(fmt.name))]
+
+
+def _watch(looked, poll: float, stop_after_idle: float | None) -> None:
+    idle_since = time.monotonic()
+    while True:
+        with interrupt.deferred():  # a signal during a batch stops the loop once the batch is in
+            busy = looked()
+        now = time.monotonic()
+        if busy:
+            idle_since = now
+        elif stop_after_idle is not None and now - idle_since >= stop_after_idle:
+            return
+        time.sleep(poll)
+
+
+def _formats(data: Path, input_format: str) -> list[Format]:
+    """The formats to follow: the one asked for, or for auto those found so far (DATA may still be empty)."""
+    try:
+        return formats.chosen(data, input_format)
+    except DataError:
+        return []
