@@ -11,6 +11,7 @@ from trendconv.formats import Format
 from trendconv.options import ParseOptions, options_text
 from trendconv.parsing import CORRUPT, OK, ParseTask, status_of
 from trendconv.parsing.reuse import STATUSES
+from trendconv.selection import from_record
 
 
 def inspect_work(work: Path, input_format: str | None = None) -> dict:
@@ -25,7 +26,8 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
     started_text = f"no parse of {fmt.name} data was started"
     settings = workdir.read_json_document(workdir.work_json_path(part), started_text, schemas.work_json(fmt.name))
     data = Path(settings["data"])
-    entries, note = _entries(part, data, settings["options"], fmt)
+    selection = from_record(settings.get("selection"))
+    entries, note = _entries(part, data, settings["options"], fmt, selection)
     return {
         "work": str(work),
         "input_format": fmt.name,
@@ -52,9 +54,10 @@ def _complete(part: Path, fmt: Format) -> bool:
     return True
 
 
-def _entries(part: Path, data: Path, options: dict, fmt: Format) -> tuple[list[dict], str | None]:
+def _entries(part: Path, data: Path, options: dict, fmt: Format, selection) -> tuple[list[dict], str | None]:
+    """One entry per unit of DATA that the parse selected."""
     try:
-        units = fmt.scan(data).units
+        units = (fmt.scan(data, selection) if selection else fmt.scan(data)).units
     except TrendconvError as exc:
         found = shards.list_shards(part)
         return [_entry_without_source(part, path, fmt) for path in found], f"sources not checked: {exc}"

@@ -79,6 +79,39 @@ def _choice(value: str | None, choices: list[str]) -> str | None:
     return value
 
 
+def _spec(value: str | None, flag: str) -> str | None:
+    """--steps/--ranks checked here, so that a bad SPEC is a usage error that names the flag."""
+    from trendconv.selection import SpecError, parse_spec
+
+    if value is not None:
+        try:
+            parse_spec(value)
+        except SpecError as exc:
+            raise typer.BadParameter(str(exc), param_hint=f"'{flag}'") from None
+    return value
+
+
+Steps = Annotated[
+    str | None,
+    typer.Option(
+        "--steps",
+        metavar="SPEC",
+        callback=lambda value: _spec(value, "--steps"),
+        help="Convert only these steps: numbers and inclusive ranges, like 0-9,12 (monitor data: the files whose "
+        "<a>-<b> steps are all selected).",
+    ),
+]
+Ranks = Annotated[
+    str | None,
+    typer.Option(
+        "--ranks",
+        metavar="SPEC",
+        callback=lambda value: _spec(value, "--ranks"),
+        help="Convert only these ranks (proc directories by the rank they are given), like 0-3,8.",
+    ),
+]
+
+
 Format = Annotated[
     str,
     typer.Option(
@@ -185,6 +218,8 @@ def parse(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     quiet: Quiet = False,
+    steps: Steps = None,
+    ranks: Ranks = None,
 ) -> None:
     """Parse DATA into Parquet shards under WORK: one per (step, rank) of dump data, one per monitor CSV file.
 
@@ -206,6 +241,8 @@ def parse(
             mapping=_mapping(mapping),
             executor=_executor(executor, scheduler, workers),
             progress=bars,
+            steps=steps,
+            ranks=ranks,
         )
     for summary in summaries:
         report.finish(report.print_parse_summary, summary, quiet=quiet)
@@ -250,6 +287,8 @@ def run(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     quiet: Quiet = False,
+    steps: Steps = None,
+    ranks: Ranks = None,
 ) -> None:
     """Parse and load in one go (dump data: loading overlaps parsing). Re-running resumes after a crash or Ctrl-C.
 
@@ -267,6 +306,8 @@ def run(
         index=not no_index,
         executor=_executor(executor, scheduler, workers),
         quiet=quiet,
+        steps=steps,
+        ranks=ranks,
     )
 
 
@@ -405,6 +446,8 @@ def data2db(
     process_num: Annotated[
         int, typer.Option("--process_num", min=1, max=MAX_WORKERS, help="Parallel workers, 1..128.")
     ] = 1,
+    steps: Steps = None,
+    ranks: Ranks = None,
 ) -> None:
     """msprobe data2db's flags and spelling, so existing scripts switch by changing one word.
 
@@ -420,6 +463,8 @@ def data2db(
         micro_step=micro_step_mode,
         mapping=_mapping(mapping),
         quiet=False,
+        steps=steps,
+        ranks=ranks,
     )
 
 

@@ -12,6 +12,7 @@ from trendconv.formats.monitor.metrics import METRICS
 if TYPE_CHECKING:
     from trendconv.formats.monitor.scan import CsvFile
     from trendconv.options import ParseOptions
+    from trendconv.selection import Selection
 
 NAME, DB_NAME = "monitor", "monitor_data.trend.db"
 
@@ -36,11 +37,13 @@ class MonitorFormat(Format):
 
         return has_run_dirs(data)
 
-    def scan(self, data: Path) -> Scanned:
+    def scan(self, data: Path, selection: Selection | None = None) -> Scanned:
         from trendconv.formats.monitor.scan import scan_monitor
+        from trendconv.selection import EVERYTHING
 
-        found = scan_monitor(data)
-        return Scanned(found.files, list(found.warnings), dict(sorted(found.skipped_files.items())))
+        found = scan_monitor(data, selection or EVERYTHING)
+        left_out = dict(sorted(found.left_out.items()))
+        return Scanned(found.files, list(found.warnings), dict(sorted(found.skipped_files.items())), left_out)
 
     def sources(self, unit: CsvFile, options: ParseOptions) -> list[tuple[str, Path]]:
         return [(unit.relative, unit.path)]
@@ -92,6 +95,10 @@ class MonitorFormat(Format):
 
     def meta_label(self, meta: dict) -> dict:
         return {"file": f"{meta['run_dir']}/{meta['file']}", "rank": meta["rank"]}
+
+    def meta_selected(self, meta: dict, selection: Selection) -> bool:
+        first, last = self.meta_order(meta)[3:5]  # the steps <a>-<b> of the file's name
+        return selection.rank(meta["rank"]) and selection.step_range(first, last)
 
     def builder(self, out_dir: Path, *, index: bool):
         from trendconv.formats.monitor.builder import MonitorBuilder
