@@ -80,7 +80,7 @@ class RunDir:
 
 def has_run_dirs(data: Path) -> bool:
     """Whether DATA holds at least one run directory (what `format="auto"` looks for)."""
-    return bool(_run_dirs(data, MonitorScan(), EVERYTHING))
+    return any(RUN_DIR.match(name) and is_dir(data / name) for name in list_dir(data))
 
 
 def scan_monitor(data: Path, selection: Selection = EVERYTHING) -> MonitorScan:
