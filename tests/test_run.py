@@ -161,6 +161,7 @@ def test_inspect_json_and_stale(tmp_path):
         "note",
         "options",
         "other_formats",
+        "selection",
         "shards",
         "totals",
         "work",

@@ -260,6 +260,9 @@ def test_work_remembers_the_selection_and_keeps_the_other_shards(tmp_path):
     alone = _copy(data, tmp_path / "alone", ["step0", "step1"])
     _same(trendconv.convert(alone, tmp_path / "whole", workers=1)[0].load.db, out / "dump_data.trend.db")
     inspected = trendconv.inspect(work)
+    assert inspected["selection"] == {"steps": "0-1", "ranks": None}
+    table = invoke("inspect", work).stdout.splitlines()
+    assert table[1] == f"DATA {data.resolve()} (micro-step, mapping sha256 4f53cda18c2b, selected steps 0-1)"
     assert [(entry["step"], entry["rank"], entry["status"]) for entry in inspected["shards"]] == [
         (step, rank, "ok") for step in (0, 1) for rank in range(3)
     ]

@@ -34,6 +34,7 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
         "other_formats": [other.name for other in started if other is not fmt],
         "data": str(data),
         "options": settings["options"],
+        "selection": settings.get("selection"),  # what --steps/--ranks selected; None: everything
         "complete": _complete(part, fmt),
         "note": note,
         "shards": entries,
@@ -107,12 +108,16 @@ def _totals(entries: list[dict], metrics) -> dict:
     }
 
 
+def _selection_text(record: dict | None) -> str:
+    return f", selected {from_record(record)}" if record else ""
+
+
 def format_inspection(document: dict) -> str:
     """A table a person can read: one line per shard, then the totals."""
     fmt = formats.get(document["input_format"])
     lines = [
         f"WORK {document['work']} ({fmt.name} data)",
-        f"DATA {document['data']} ({options_text(document['options'])})",
+        f"DATA {document['data']} ({options_text(document['options'])}{_selection_text(document['selection'])})",
         f"parse {'complete' if document['complete'] else 'NOT complete'}",
     ]
     if document["note"]:
