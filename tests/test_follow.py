@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PLUGIN_STATEMENTS, run_cli
+from helpers import PLUGIN_STATEMENTS, invoke, run_cli
 
 from datagen.dump import generate as generate_dump
 from datagen.monitor import generate as generate_monitor
@@ -285,3 +285,11 @@ def test_the_trend_analyzer_shows_appended_steps_without_a_restart(tmp_path, dum
     assert follower.stop() == 0
     assert shown == stored
     assert stored[0][0] < stored[1][0] < stored[2][0] and all(cells for _, cells in stored)
+
+
+def test_follow_refuses_the_options_it_cannot_honour_yet(tmp_path):
+    result = invoke("run", tmp_path, "--db", tmp_path / "out", "--follow", "--split-steps", "2", "--name", "a")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: --follow appends to one database per format: --split-steps, --name cannot go with it yet\n",
+    )

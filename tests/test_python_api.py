@@ -229,7 +229,7 @@ def test_the_examples_of_docs_python_api_md(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     examples = doc_examples()
-    assert len(examples) == 7
+    assert len(examples) == 8
     for code, output in examples:
         exec(compile(code, str(DOC), "exec"), namespace)
         assert capsys.readouterr().out == (output or ""), code

@@ -21,6 +21,7 @@ from helpers import (
     T,
     invoke,
     plugin_results,
+    run_cli,
     write_file_set,
 )
 from hypothesis import HealthCheck, given, settings
@@ -28,6 +29,7 @@ from random_dumps import dump_trees, write_tree
 from reference import run_msprobe
 
 from datagen.dump import SHAPES, generate
+from datagen.monitor import generate as monitor_generate
 from trendconv import api, shards
 from trendconv.comparison import diff_databases
 from trendconv.formats.dump.ids import flush_starts
@@ -164,3 +166,46 @@ def test_ids_match_the_reference_with_flushes_inside_files(big_files, tmp_path, 
     assert [(path.name, flush_starts(shards.read_rows(path, SCHEMA)["key"])) for path in shard_list] == [
         (f"step{step}_rank{rank}.parquet", FLUSHES[micro_step]) for step in (0, 1) for rank in (0, 1, 2)
     ]
+
+
+# Subsets (--steps, --ranks): msprobe given a DATA that holds only the selected directories (docs/user-guide.md).
+
+
+def copy_selected(data: Path, root: Path, relatives: list[str]) -> Path:
+    for relative in relatives:
+        shutil.copytree(data / relative, root / relative)
+    return root
+
+
+@pytest.mark.parametrize("micro_step", [True, False])
+def test_a_dump_subset_matches_the_reference_on_only_its_directories(tmp_path, micro_step):
+    data = tmp_path / "data"
+    generate(data, steps=4, ranks=3, layers=1, seed=6)
+    (data / "step1" / "rank2").rename(data / "step1" / "proc9")  # rank 2 after the ranks 0 and 1, here as there
+    chosen = ["step1/rank1", "step1/proc9", "step3/rank1", "step3/rank2"]
+    reference = run_msprobe(copy_selected(data, tmp_path / "only", chosen), tmp_path / "ref", micro_step=micro_step)
+    mode = "true" if micro_step else "false"
+    ours = run_cli("data2db", "--data", data, "--db", tmp_path / "ours", "--micro_step", mode, "--steps", "1,3",
+                   "--ranks", "1-2")  # fmt: skip
+    assert ours.returncode == 0, ours.stderr
+    compared = run_cli("diff", "--ids", reference, tmp_path / "ours" / "dump_data.trend.db")
+    assert compared.returncode == 0, compared.stdout
+
+
+@pytest.mark.parametrize("micro_step", [True, False])
+def test_a_monitor_subset_matches_the_reference_on_only_its_files(tmp_path, micro_step):
+    data, only = tmp_path / "data", tmp_path / "only"
+    monitor_generate(data, ranks=3, steps=4, layers=1, step_count_per_record=2, seed=4)
+    for run in sorted(path for path in data.iterdir() if "-rank0-" in path.name or "-rank2-" in path.name):
+        (only / run.name).mkdir(parents=True)
+        for csv_file in run.glob("*_2-3.csv"):
+            shutil.copy2(csv_file, only / run.name / csv_file.name)
+    reference = run_msprobe(only, tmp_path / "ref", micro_step=micro_step, input_format="monitor")
+    mode = "true" if micro_step else "false"
+    ours = run_cli("data2db", "--data", data, "--db", tmp_path / "ours", "--micro_step", mode, "--steps", "2-3",
+                   "--ranks", "0,2")  # fmt: skip
+    assert ours.returncode == 0, ours.stderr
+    selected = "  selected steps 2-3, ranks 0,2; left out unread: 18 × monitor CSV file, 1 × run directory"
+    assert selected in ours.stdout.splitlines()  # the 9 metrics' files of steps 0-1 of two ranks, and rank 1
+    compared = run_cli("diff", reference, tmp_path / "ours" / "monitor_data.trend.db")  # ids: docs/migration.md
+    assert compared.returncode == 0, compared.stdout

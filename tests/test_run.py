@@ -162,6 +162,7 @@ def test_inspect_json_and_stale(tmp_path):
         "note",
         "options",
         "other_formats",
+        "selection",
         "shards",
         "totals",
         "work",

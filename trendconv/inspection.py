@@ -11,6 +11,7 @@ from trendconv.formats import Format
 from trendconv.options import ParseOptions, options_text
 from trendconv.parsing import CORRUPT, OK, ParseTask, status_of
 from trendconv.parsing.reuse import STATUSES
+from trendconv.selection import from_record
 
 
 def inspect_work(work: Path, input_format: str | None = None) -> dict:
@@ -25,13 +26,15 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
     started_text = f"no parse of {fmt.name} data was started"
     settings = workdir.read_json_document(workdir.work_json_path(part), started_text, schemas.work_json(fmt.name))
     data = Path(settings["data"])
-    entries, note = _entries(part, data, settings["options"], fmt)
+    selection = from_record(settings.get("selection"))
+    entries, note = _entries(part, data, settings["options"], fmt, selection)
     return {
         "work": str(work),
         "input_format": fmt.name,
         "other_formats": [other.name for other in started if other is not fmt],
         "data": str(data),
         "options": settings["options"],
+        "selection": settings.get("selection"),  # what --steps/--ranks selected; None: everything
         "complete": _complete(part, fmt),
         "note": note,
         "shards": entries,
@@ -52,9 +55,10 @@ def _complete(part: Path, fmt: Format) -> bool:
     return True
 
 
-def _entries(part: Path, data: Path, options: dict, fmt: Format) -> tuple[list[dict], str | None]:
+def _entries(part: Path, data: Path, options: dict, fmt: Format, selection) -> tuple[list[dict], str | None]:
+    """One entry per unit of DATA that the parse selected."""
     try:
-        units = fmt.scan(data).units
+        units = (fmt.scan(data, selection) if selection else fmt.scan(data)).units
     except TrendconvError as exc:
         found = shards.list_shards(part)
         return [_entry_without_source(part, path, fmt) for path in found], f"sources not checked: {exc}"
@@ -104,12 +108,16 @@ def _totals(entries: list[dict], metrics) -> dict:
     }
 
 
+def _selection_text(record: dict | None) -> str:
+    return f", selected {from_record(record)}" if record else ""
+
+
 def format_inspection(document: dict) -> str:
     """A table a person can read: one line per shard, then the totals."""
     fmt = formats.get(document["input_format"])
     lines = [
         f"WORK {document['work']} ({fmt.name} data)",
-        f"DATA {document['data']} ({options_text(document['options'])})",
+        f"DATA {document['data']} ({options_text(document['options'])}{_selection_text(document['selection'])})",
         f"parse {'complete' if document['complete'] else 'NOT complete'}",
     ]
     if document["note"]:

@@ -45,12 +45,15 @@ def convert(
     max_db_size: int | str | None = None,
     load_workers: int | None = None,
     name: str | None = None,
+    steps: str | None = None,
+    ranks: str | None = None,
 ) -> list[ConvertSummary]:
     """Convert the msprobe output in DATA into trend databases in OUT: one per format (`format="auto"`: every
     format found in DATA), all replaced together or none. The shards are kept in WORK (default OUT/.trendconv),
     so that converting again reuses those of unchanged files. One summary per format, in registry order.
     SPLIT_STEPS, MAX_DB_SIZE (bytes, or text like "500M"; default the Trend Analyzer's 5 GiB), LOAD_WORKERS and
-    NAME divide each format's output into databases by steps (see `load`)."""
+    NAME divide each format's output into databases by steps (see `load`).
+    STEPS and RANKS (like "0-9,12") convert only those steps and ranks (docs/user-guide.md)."""
     from trendconv import api
 
     chosen = _executor(executor, _workers(workers))
@@ -58,7 +61,7 @@ def convert(
     return api.run_all(
         _path(data),
         _path(out),
-        _options(micro_step, mapping),
+        _options(micro_step, mapping, steps, ranks),
         input_format=format,
         work=None if work is None else _path(work),
         workers=_workers(workers),
@@ -122,15 +125,18 @@ def parse(
     mapping: MappingArgument = None,
     executor: str | Executor | None = None,
     progress: Progress | None = None,
+    steps: str | None = None,
+    ranks: str | None = None,
 ) -> list[ParseSummary]:
     """Parse the msprobe output in DATA into shards in WORK (one per unit: a dump file set, a monitor CSV file),
-    reusing those whose sources and options are unchanged. One summary per format."""
+    reusing those whose sources and options are unchanged. One summary per format. STEPS and RANKS as in
+    `convert`: a later `load` loads the units they selected."""
     from trendconv import api
 
     return api.parse_all(
         _path(data),
         _path(work),
-        _options(micro_step, mapping),
+        _options(micro_step, mapping, steps, ranks),
         input_format=format,
         workers=_workers(workers),
         executor=_executor(executor, workers),
@@ -237,12 +243,30 @@ def _split(steps: int | None, max_size: int | str | None, load_workers: int | No
     return Split(steps, parse_size(max_size), name, load_workers)
 
 
-def _options(micro_step: bool, mapping: MappingArgument) -> ParseOptions:
+def _options(
+    micro_step: bool, mapping: MappingArgument, steps: str | None = None, ranks: str | None = None
+) -> ParseOptions:
     from trendconv.options import ParseOptions
+    from trendconv.selection import Selection
 
     if type(micro_step) is not bool:
         raise UsageError(f"micro_step must be True or False, not {micro_step!r}")
-    return ParseOptions(micro_step=micro_step, mapping=_mapping(mapping))
+    selection = Selection(_spec("steps", steps), _spec("ranks", ranks))
+    return ParseOptions(micro_step=micro_step, mapping=_mapping(mapping), selection=selection)
+
+
+def _spec(name: str, spec: str | None):
+    """STEPS or RANKS as `selection.Numbers` (None: all)."""
+    from trendconv.selection import EXAMPLE, SpecError, parse_spec
+
+    if spec is None:
+        return None
+    if type(spec) is not str:
+        raise UsageError(f"{name} must be a string like {EXAMPLE!r}, not {spec!r:.60}")
+    try:
+        return parse_spec(spec)
+    except SpecError as exc:
+        raise UsageError(f"{name}={spec!r}: {exc}") from None
 
 
 def _mapping(mapping: MappingArgument) -> tuple[tuple[str, str], ...]:

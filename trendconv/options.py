@@ -1,4 +1,4 @@
-"""The parse options both formats read: micro-step mode and the name mapping."""
+"""The parse options both formats read: micro-step mode, the name mapping, and the steps and ranks selected."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ from dataclasses import dataclass
 
 import orjson
 
+from trendconv.selection import Selection
+
 
 @dataclass(frozen=True)
 class ParseOptions:
     micro_step: bool = True
     mapping: tuple[tuple[str, str], ...] = ()  # (old, new) pairs, applied in order
+    # Which units the scan takes; not in `record()`: a unit's shard is the same whatever else is selected.
+    selection: Selection = Selection()
 
     @property
     def mapping_sha256(self) -> str:

@@ -156,8 +156,9 @@ def mapping(check: Check) -> Check:
     return mapping_check
 
 
-def obj(fields: dict[str, Check]) -> Check:
-    """An object with exactly FIELDS' keys."""
+def obj(fields: dict[str, Check], maybe: dict[str, Check] | None = None) -> Check:
+    """An object with exactly FIELDS' keys, and any of MAYBE's."""
+    maybe = maybe or {}
 
     def object_check(value, name: str) -> None:
         if type(value) is not dict:
@@ -167,15 +168,27 @@ def obj(fields: dict[str, Check]) -> Check:
             if key not in value:
                 raise Invalid(f"no '{prefix}{key}'")
         for key in value:
-            if key not in fields:
+            if key not in fields and key not in maybe:
                 raise Invalid(f"unexpected key '{prefix}{key}'")
-        for key, check in fields.items():
+        for key, check in [*fields.items(), *((key, maybe[key]) for key in maybe if key in value)]:
             check(value[key], prefix + key)
 
     return object_check
 
 
+def spec(value, name: str) -> None:
+    """A `--steps`/`--ranks` SPEC (trendconv.selection)."""
+    from trendconv.selection import SpecError, parse_spec
+
+    text(value, name)
+    try:
+        parse_spec(value)
+    except SpecError as exc:
+        raise Invalid(f"{_quoted(name)} is {shown(value)}: {exc}") from None
+
+
 OPTIONS = obj({"micro_step": boolean, "mapping_sha256": sha256})
+SELECTION = {"selection": obj({"steps": optional(spec), "ranks": optional(spec)})}  # only when a parse selects
 SOURCE = obj({"path": text, "size": optional(integer(*COUNT)), "mtime_ns": optional(integer(*INT64))})
 _COMMON = {
     "shard_format": equal(SHARD_FORMAT),
@@ -218,10 +231,11 @@ def manifest(name: str) -> Check:
             "input_format": equal(name),
             "options": OPTIONS,
             "shards": list_of(shard_name, least=1, distinct=True),
-        }
+        },
+        SELECTION,
     )
 
 
 def work_json(name: str) -> Check:
     """work.json of the part of WORK of the format NAME."""
-    return obj({"data": text, "input_format": equal(name), "options": OPTIONS})
+    return obj({"data": text, "input_format": equal(name), "options": OPTIONS}, SELECTION)

@@ -20,6 +20,8 @@ class ParseSummary:
     skipped_files: dict[str, int] = field(default_factory=dict)  # files left out, reason -> count
     warnings: list[str] = field(default_factory=list)
     removed_orphans: int = 0  # shards of units no longer in DATA, removed
+    selection: str | None = None  # the steps and ranks selected, in words (None: everything)
+    left_out: dict[str, int] = field(default_factory=dict)  # outside the selection: what (a noun) -> count
     scan_seconds: float = 0.0
     shard_dir: Path | None = None  # where the shards are
 

@@ -117,6 +117,39 @@ def _choice(value: str | None, choices: list[str]) -> str | None:
     return value
 
 
+def _spec(value: str | None, flag: str) -> str | None:
+    """--steps/--ranks checked here, so that a bad SPEC is a usage error that names the flag."""
+    from trendconv.selection import SpecError, parse_spec
+
+    if value is not None:
+        try:
+            parse_spec(value)
+        except SpecError as exc:
+            raise typer.BadParameter(str(exc), param_hint=f"'{flag}'") from None
+    return value
+
+
+Steps = Annotated[
+    str | None,
+    typer.Option(
+        "--steps",
+        metavar="SPEC",
+        callback=lambda value: _spec(value, "--steps"),
+        help="Convert only these steps: numbers and inclusive ranges, like 0-9,12 (monitor data: the files whose "
+        "<a>-<b> steps are all selected).",
+    ),
+]
+Ranks = Annotated[
+    str | None,
+    typer.Option(
+        "--ranks",
+        metavar="SPEC",
+        callback=lambda value: _spec(value, "--ranks"),
+        help="Convert only these ranks (proc directories by the rank they are given), like 0-3,8.",
+    ),
+]
+
+
 Format = Annotated[
     str,
     typer.Option(
@@ -223,6 +256,8 @@ def parse(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     quiet: Quiet = False,
+    steps: Steps = None,
+    ranks: Ranks = None,
 ) -> None:
     """Parse DATA into Parquet shards under WORK: one per (step, rank) of dump data, one per monitor CSV file.
 
@@ -244,6 +279,8 @@ def parse(
             mapping=_mapping(mapping),
             executor=_executor(executor, scheduler, workers),
             progress=bars,
+            steps=steps,
+            ranks=ranks,
         )
     for summary in summaries:
         report.finish(report.print_parse_summary, summary, quiet=quiet)
@@ -329,6 +366,8 @@ def run(
             "--stop-after-idle", min=0.01, help="With --follow: stop after this many seconds without new data."
         ),
     ] = None,
+    steps: Steps = None,
+    ranks: Ranks = None,
 ) -> None:
     """Parse and load in one go (dump data: loading overlaps parsing). Re-running resumes after a crash or Ctrl-C.
 
@@ -336,6 +375,11 @@ def run(
     """
     _prestart(executor, workers, data)
     if follow or poll is not None or stop_after_idle is not None:
+        given = {"--steps": steps, "--ranks": ranks, "--split-steps": split_steps, "--max-db-size": max_db_size}
+        given.update({"--load-workers": load_workers, "--name": name})
+        if follow and any(value is not None for value in given.values()):
+            options = ", ".join(flag for flag, value in given.items() if value is not None)
+            raise UsageError(f"--follow appends to one database per format: {options} cannot go with it yet")
         _follow(
             data,
             db,
@@ -367,6 +411,8 @@ def run(
         name=name,
         executor=_executor(executor, scheduler, workers),
         quiet=quiet,
+        steps=steps,
+        ranks=ranks,
     )
 
 
@@ -545,6 +591,8 @@ def data2db(
     max_db_size: MaxDbSize = None,
     load_workers: LoadWorkers = None,
     name: RunName = None,
+    steps: Steps = None,
+    ranks: Ranks = None,
 ) -> None:
     """msprobe data2db's flags and spelling, so existing scripts switch by changing one word.
 
@@ -564,6 +612,8 @@ def data2db(
         load_workers=load_workers,
         name=name,
         quiet=False,
+        steps=steps,
+        ranks=ranks,
     )
 
 

@@ -116,6 +116,14 @@ def _skipped_file_lines(parsed) -> list[str]:
     return [f"  skipped {plural(count, 'file')}: {reason}" for reason, count in sorted(parsed.skipped_files.items())]
 
 
+def _selection_lines(parsed) -> list[str]:
+    """What --steps/--ranks selected, and what they left out unread."""
+    if parsed.selection is None:
+        return []
+    left_out = ", ".join(f"{count} × {what}" for what, count in parsed.left_out.items()) or "nothing"
+    return [f"  selected {parsed.selection}; left out unread: {left_out}"]
+
+
 def _units(parsed) -> str:
     return formats.get(parsed.format).units(parsed.files)
 
@@ -124,6 +132,7 @@ def print_parse_summary(summary) -> None:
     lines = [
         f"parsed {_units(summary)} into {summary.shard_dir}: {summary.parsed} parsed, {summary.reused} reused",
         f"  rows {summary.rows}",
+        *_selection_lines(summary),
         *_skipped_file_lines(summary),
         *_skipped_lines(summary.skipped),
     ]
@@ -172,6 +181,7 @@ def print_run_summary(summary) -> None:
         _totals(loaded),
     ]
     lines += _duplicates_lines(loaded)
+    lines += _selection_lines(parsed)
     lines += _skipped_file_lines(parsed)
     lines += _skipped_lines(parsed.skipped)
     lines.append(

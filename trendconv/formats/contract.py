@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from trendconv.options import ParseOptions
     from trendconv.schemas import Check
+    from trendconv.selection import Selection
     from trendconv.shards import Shard
     from trendconv.summaries import LoadSummary
 
@@ -39,6 +40,7 @@ class Scanned:
     units: list
     warnings: list[str] = field(default_factory=list)
     skipped_files: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)  # outside the selection: what (a noun) -> count
 
 
 class Builder(Protocol):
@@ -126,8 +128,12 @@ class Format(ABC):
         """Whether DATA looks like this format's data (what `format="auto"` looks for); cheap."""
 
     @abstractmethod
-    def scan(self, data: Path) -> Scanned:
-        """Every unit of DATA in processing order; a DataError when there is none."""
+    def scan(self, data: Path, selection: Selection | None = None) -> Scanned:
+        """Every unit of DATA in processing order; a DataError when there is none.
+
+        SELECTION (`--steps`, `--ranks`; given only when it selects something) leaves out units before anything
+        under their directories is opened, and a DataError naming it when nothing is selected. A format that
+        cannot select need not take the argument."""
 
     # ---- units
 
@@ -201,6 +207,11 @@ class Format(ABC):
         """What the builder of one database of a split must know of every shard of the run (METAS, in processing
         order), so that its global steps are those of the unsplit database; picklable, small."""
         return None
+
+    def meta_selected(self, meta: dict, selection: Selection) -> bool:
+        """Whether SELECTION takes the unit a shard was made from: a parse keeps the shards it does not take, for
+        a later parse that does."""
+        return True
 
     # ---- load
 

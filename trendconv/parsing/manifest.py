@@ -16,6 +16,7 @@ def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> N
     workdir.make_work_dir(part)
     workdir.forget_manifest(part)
     document = {"data": str(data.resolve()), "input_format": fmt.name, "options": options.record()}
+    _record_selection(document, options)
     workdir.write_json_atomic(workdir.work_json_path(part), document)
 
 
@@ -28,7 +29,15 @@ def write_manifest(part: Path, options: ParseOptions, tasks: list[ParseTask], fm
         "options": options.record(),
         "shards": [task.shard_path.relative_to(directory).as_posix() for task in tasks],
     }
+    _record_selection(document, options)
     workdir.write_json_atomic(workdir.manifest_path(part), document)
+
+
+def _record_selection(document: dict, options: ParseOptions) -> None:
+    """Which steps and ranks the shards are of; recorded only when a parse selects, so that the records of a
+    parse of everything are what they always were."""
+    if options.selection:
+        document["selection"] = options.selection.record()
 
 
 def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:

@@ -9,6 +9,7 @@ from trendconv import shards
 from trendconv.errors import DataError, cannot_write, plural
 from trendconv.formats import Format
 from trendconv.parsing.tasks import ParseTask, source_stats
+from trendconv.selection import EVERYTHING, Selection
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 STATUSES = (OK, STALE, CORRUPT, MISSING)
@@ -35,11 +36,14 @@ def status_of(task: ParseTask, options: dict | None = None) -> tuple[str, dict |
     return (OK if fresh else STALE), meta
 
 
-def remove_orphans(part: Path, tasks: list[ParseTask], fmt: Format) -> tuple[int, list[Path]]:
+def remove_orphans(
+    part: Path, tasks: list[ParseTask], fmt: Format, selection: Selection = EVERYTHING
+) -> tuple[int, list[Path]]:
     """Shards of units that are no longer in DATA would otherwise be loaded as if they were: they are removed.
 
     Only trendconv's own: a regular file under the shard directory whose valid meta names it (shards.read_own).
     Anything else named *.parquet there (a user's file, a link, a damaged file) is left in place and returned.
+    Shards of units outside SELECTION stay, unloaded, for a later parse that selects them.
     """
     wanted = {task.shard_path for task in tasks}
     directory = shards.shard_dir(part)
@@ -47,7 +51,10 @@ def remove_orphans(part: Path, tasks: list[ParseTask], fmt: Format) -> tuple[int
     for path in shards.list_shards(part):
         if path in wanted:
             continue
-        if _is_own(directory, path, fmt):
+        meta = _own_meta(directory, path, fmt)
+        if meta is not None and not fmt.meta_selected(meta, selection):
+            continue
+        if meta is not None:
             try:
                 path.unlink()
             except OSError as exc:
@@ -61,14 +68,14 @@ def remove_orphans(part: Path, tasks: list[ParseTask], fmt: Format) -> tuple[int
     return removed, foreign
 
 
-def _is_own(directory: Path, path: Path, fmt: Format) -> bool:
+def _own_meta(directory: Path, path: Path, fmt: Format) -> dict | None:
+    """The meta of a shard trendconv wrote, or None for any other file."""
     if path.is_symlink():
-        return False
+        return None
     try:
-        shards.read_own(directory, path.relative_to(directory).as_posix(), fmt)
+        return shards.read_own(directory, path.relative_to(directory).as_posix(), fmt).meta
     except DataError:
-        return False
-    return True
+        return None
 
 
 def foreign_warnings(part: Path, foreign: list[Path]) -> list[str]:

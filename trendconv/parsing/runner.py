@@ -25,8 +25,8 @@ CHUNK_BYTES, CHUNK_TASKS = 2 * 1024 * 1024, 64
 
 
 def plan(data: Path, work: Path, options: ParseOptions, fmt: Format) -> tuple[Scanned, list[ParseTask]]:
-    """Scan DATA for FMT's units: one task each, in processing order."""
-    scanned = fmt.scan(data)
+    """Scan DATA for FMT's units (those OPTIONS select): one task each, in processing order."""
+    scanned = fmt.scan(data, options.selection) if options.selection else fmt.scan(data)
     part = workdir.part(work, fmt)
     return scanned, [ParseTask(unit, options, part, fmt) for unit in scanned.units]
 
@@ -52,12 +52,13 @@ def run_parse(
     part = workdir.part(work, fmt)
     summary = ParseSummary(fmt.name, files=len(tasks), warnings=list(scanned.warnings), shard_dir=part / "shards")
     summary.skipped_files = scanned.skipped_files
+    summary.selection, summary.left_out = str(options.selection) if options.selection else None, scanned.left_out
     summary.scan_seconds = time.perf_counter() - started
     if on_plan:
         on_plan(tasks)
     workdir.move_old_part(work, fmt)
     start_parse(data, part, options, fmt)
-    summary.removed_orphans, foreign = remove_orphans(part, tasks, fmt)
+    summary.removed_orphans, foreign = remove_orphans(part, tasks, fmt, options.selection)
     summary.warnings += foreign_warnings(part, foreign)
     todo = []
     for task in tasks:

@@ -12,6 +12,7 @@ from trendconv.formats.dump.metrics import METRICS
 if TYPE_CHECKING:
     from trendconv.formats.dump.scan import FileSet
     from trendconv.options import ParseOptions
+    from trendconv.selection import Selection
 
 DB_NAME = "dump_data.trend.db"
 
@@ -40,11 +41,12 @@ class DumpFormat(Format):
 
         return has_steps(data)
 
-    def scan(self, data: Path) -> Scanned:
+    def scan(self, data: Path, selection: Selection | None = None) -> Scanned:
         from trendconv.formats.dump.scan import scan
+        from trendconv.selection import EVERYTHING
 
-        found = scan(data)
-        return Scanned(found.file_sets, list(found.warnings))
+        found = scan(data, selection or EVERYTHING)
+        return Scanned(found.file_sets, list(found.warnings), left_out=found.left_out)
 
     def sources(self, unit: FileSet, options: ParseOptions) -> list[tuple[str, Path]]:
         files = [(unit.relative("dump.json"), unit.dump_json)]
@@ -107,6 +109,9 @@ class DumpFormat(Format):
         from trendconv.formats.dump.builder import first_global_steps
 
         return first_global_steps(metas)
+
+    def meta_selected(self, meta: dict, selection: Selection) -> bool:
+        return selection.step(meta["step"]) and selection.rank(meta["rank"])
 
     def builder(self, out_dir: Path, *, index: bool, name: str | None = None, carry=None):
         from trendconv.formats.dump.builder import DumpBuilder

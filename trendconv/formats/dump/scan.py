@@ -8,6 +8,9 @@ from pathlib import Path
 from trendconv import int64
 from trendconv.errors import DataError
 from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
+from trendconv.selection import EVERYTHING, Selection
+
+STEPS_LEFT_OUT, ITEMS_LEFT_OUT = "step directory", "rank/proc directory"
 
 
 @dataclass(frozen=True)
@@ -46,32 +49,47 @@ class ScanResult:
     file_sets: list[FileSet] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     proc_mappings: dict[int, dict[str, int]] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)  # outside the selection: what (a noun) -> count
 
 
-def scan(data: Path) -> ScanResult:
-    """All file sets in processing order: steps ascending, then ranks ascending, then mapped procs."""
+def scan(data: Path, selection: Selection = EVERYTHING) -> ScanResult:
+    """All file sets in processing order: steps ascending, then ranks ascending, then mapped procs.
+
+    Only the SELECTION's step directories are listed, and only its ranks' dump.json files are looked at (a step
+    with proc directories looks at, never opens, every dump.json of the step: a proc's rank depends on them)."""
     check_data(data)
     result = ScanResult()
-    steps = _step_dirs(data)
+    steps, unselected = _step_dirs(data, selection)
+    _left_out(result, STEPS_LEFT_OUT, unselected)
     for step, step_dir in steps:
-        _scan_step(data, step, step_dir, result)
+        _scan_step(data, step, step_dir, result, selection)
     if not result.file_sets:
-        raise DataError(_nothing_found(data, bool(steps)), warnings=result.warnings)
+        raise DataError(_nothing_found(data, bool(steps) or bool(unselected), selection), warnings=result.warnings)
     return result
+
+
+def _left_out(result: ScanResult, what: str, count: int) -> None:
+    if count:
+        result.left_out[what] = result.left_out.get(what, 0) + count
 
 
 def has_steps(data: Path) -> bool:
     """Whether DATA holds at least one step* directory (what `format="auto"` looks for)."""
-    return bool(_step_dirs(data))
+    return bool(_step_dirs(data)[0])
 
 
-def _nothing_found(data: Path, any_step: bool) -> str:
+def _nothing_found(data: Path, any_step: bool, selection: Selection) -> str:
     if not any_step:
         return f"{data}: no dump data: no 'step*' directories (expected names like 'step0')"
+    if selection:
+        return (
+            f"{data}: no dump data in the selection ({selection}): no selected step directory holds a selected "
+            "rank*/proc* directory with a dump.json"
+        )
     return f"{data}: no dump data: no step directory holds a rank*/proc* directory with a dump.json"
 
 
-def _scan_step(data: Path, step: int, step_dir: str, result: ScanResult) -> None:
+def _scan_step(data: Path, step: int, step_dir: str, result: ScanResult, selection: Selection) -> None:
     path = data / step_dir
     items, skipped = _items_of(path)
     if not items:
@@ -81,17 +99,28 @@ def _scan_step(data: Path, step: int, step_dir: str, result: ScanResult) -> None
             f"'rank0' or 'proc0'. Skipped entries: {shown}"
         )
         return
+    if not any(name.startswith("proc") for _, name in items):  # each rank known by its name: look at those selected
+        chosen = [item for item in items if selection.rank(item[0])]
+        _left_out(result, ITEMS_LEFT_OUT, len(items) - len(chosen))
+        items = chosen
+    ranked = _map_procs(path, _with_dump_json(path, items, result, selection))
+    chosen = [(rank, name) for rank, name in ranked if selection.rank(rank)]
+    _left_out(result, ITEMS_LEFT_OUT, len(ranked) - len(chosen))
+    procs = {name: rank for rank, name in chosen if name.startswith("proc")}
+    if procs:
+        result.proc_mappings[step] = procs
+    result.file_sets.extend(FileSet(step, rank, name, step_dir, data) for rank, name in chosen)
+
+
+def _with_dump_json(path: Path, items: list, result: ScanResult, selection: Selection) -> list[tuple[int, str]]:
+    """The items holding a dump.json; the others are warned of, unless the selection leaves them out anyway."""
     kept = []
     for number, name in items:
         if is_file(path / name / "dump.json"):
             kept.append((number, name))
-        else:
+        elif selection.ranks is None or name.startswith("rank") and selection.rank(number):
             result.warnings.append(f"No 'dump.json' file found in: {path / name}")
-    ranked = _map_procs(path, kept)
-    procs = {name: rank for rank, name in ranked if name.startswith("proc")}
-    if procs:
-        result.proc_mappings[step] = procs
-    result.file_sets.extend(FileSet(step, rank, name, step_dir, data) for rank, name in ranked)
+    return kept
 
 
 def _items_of(step_path: Path) -> tuple[list[tuple[int, str]], list[str]]:
@@ -123,14 +152,18 @@ def _map_procs(step_path: Path, items: list[tuple[int, str]]) -> list[tuple[int,
     return ranks + mapped
 
 
-def _step_dirs(parent: Path) -> list[tuple[int, str]]:
-    children = []
+def _step_dirs(parent: Path, selection: Selection = EVERYTHING) -> tuple[list[tuple[int, str]], int]:
+    """The selected step directories, sorted, and how many others there are."""
+    children, unselected = [], 0
     for name in list_dir(parent):
         if name.startswith("step") and (number := _parse_int(name[4:])) is not None:
             if is_dir(parent / name):
-                children.append((_fitting(number, parent / name), name))
+                if selection.step(_fitting(number, parent / name)):
+                    children.append((number, name))
+                else:
+                    unselected += 1
     _refuse_duplicates(parent, children)
-    return sorted(children)
+    return sorted(children), unselected
 
 
 def _refuse_duplicates(parent: Path, numbered: list[tuple[int, str]]) -> None:

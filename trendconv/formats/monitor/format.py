@@ -12,6 +12,7 @@ from trendconv.formats.monitor.metrics import METRICS
 if TYPE_CHECKING:
     from trendconv.formats.monitor.scan import CsvFile
     from trendconv.options import ParseOptions
+    from trendconv.selection import Selection
 
 NAME, DB_NAME = "monitor", "monitor_data.trend.db"
 
@@ -41,11 +42,13 @@ class MonitorFormat(Format):
 
         return has_run_dirs(data)
 
-    def scan(self, data: Path) -> Scanned:
+    def scan(self, data: Path, selection: Selection | None = None) -> Scanned:
         from trendconv.formats.monitor.scan import scan_monitor
+        from trendconv.selection import EVERYTHING
 
-        found = scan_monitor(data)
-        return Scanned(found.files, list(found.warnings), dict(sorted(found.skipped_files.items())))
+        found = scan_monitor(data, selection or EVERYTHING)
+        left_out = dict(sorted(found.left_out.items()))
+        return Scanned(found.files, list(found.warnings), dict(sorted(found.skipped_files.items())), left_out)
 
     def sources(self, unit: CsvFile, options: ParseOptions) -> list[tuple[str, Path]]:
         return [(unit.relative, unit.path)]
@@ -107,6 +110,10 @@ class MonitorFormat(Format):
         from trendconv.formats.monitor.plan import micro_step_counts
 
         return micro_step_counts(metas)
+
+    def meta_selected(self, meta: dict, selection: Selection) -> bool:
+        first, last = self.meta_order(meta)[3:5]  # the steps <a>-<b> of the file's name
+        return selection.rank(meta["rank"]) and selection.step_range(first, last)
 
     def builder(self, out_dir: Path, *, index: bool, name: str | None = None, carry=None):
         from trendconv.formats.monitor.builder import MonitorBuilder

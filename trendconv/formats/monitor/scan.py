@@ -16,6 +16,7 @@ from pathlib import Path
 from trendconv.errors import DataError, plural, require_utf8
 from trendconv.formats.monitor.metrics import METRICS
 from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
+from trendconv.selection import EVERYTHING, Selection
 
 HOOK_PREFIXES = ("attention_hook", "linear_hook", "moe_router_weight_hook", "moe_router_logit_hook")
 RUN_DIR = re.compile(r"([\w-]{0,20})-rank(\d{1,5})-")
@@ -63,6 +64,8 @@ class MonitorScan:
     files: list[CsvFile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped_files: Counter = field(default_factory=Counter)
+    left_out: Counter = field(default_factory=Counter)  # outside the selection: what (a noun) -> count
+    partly: list[CsvFile] = field(default_factory=list)  # files whose steps are only partly selected
 
 
 @dataclass(frozen=True)
@@ -78,34 +81,47 @@ class RunDir:
 
 def has_run_dirs(data: Path) -> bool:
     """Whether DATA holds at least one run directory (what `format="auto"` looks for)."""
-    return bool(_run_dirs(data))
+    return any(RUN_DIR.match(name) and is_dir(data / name) for name in list_dir(data))
 
 
-def scan_monitor(data: Path) -> MonitorScan:
-    """Every accepted CSV file of DATA's run directories, in processing order."""
+def scan_monitor(data: Path, selection: Selection = EVERYTHING) -> MonitorScan:
+    """Every accepted CSV file of DATA's run directories, in processing order; with a SELECTION, only the run
+    directories of its ranks are listed, and only the files whose every step (by the name's `<a>-<b>`) it selects
+    are taken (docs/user-guide.md, "Converting a subset")."""
     check_data(data)
     result = MonitorScan()
-    runs = _run_dirs(data)
-    if not runs:
+    runs = _run_dirs(data, result, selection)
+    if not runs and not result.left_out:
         raise DataError(
             f"{data}: no monitor data: no run directories (expected names like 'Feb20_16-27-56-rank0-1a2b3c4d')"
         )
     for run in _newest_per_rank(data, runs, result):
-        result.files.extend(_csv_files(data, run, result))
+        result.files.extend(_csv_files(data, run, result, selection))
+    _warn_partly(result, selection)
     if not result.files:
-        raise DataError(
-            f"{data}: no monitor data: the run directories hold no metric CSV files", warnings=result.warnings
-        )
+        raise DataError(_nothing_found(data, selection), warnings=result.warnings)
     _warn_unusual(result)
     result.files.sort(key=lambda csv_file: csv_file.order)
     return result
 
 
-def _run_dirs(data: Path) -> list[RunDir]:
+def _nothing_found(data: Path, selection: Selection) -> str:
+    if selection:
+        return (
+            f"{data}: no monitor data in the selection ({selection}): no selected run directory holds a metric "
+            "CSV file whose steps are all selected"
+        )
+    return f"{data}: no monitor data: the run directories hold no metric CSV files"
+
+
+def _run_dirs(data: Path, result: MonitorScan, selection: Selection) -> list[RunDir]:
     runs = []
     for name in list_dir(data):
         match = RUN_DIR.match(name)
         if match and is_dir(data / name):
+            if not selection.rank(int(match[2])):
+                result.left_out["run directory"] += 1
+                continue
             require_utf8(data / name)
             runs.append(RunDir(name, match[2], _started(data / name, match[1])))
     return runs
@@ -139,7 +155,7 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
     return chosen
 
 
-def _csv_files(data: Path, run: RunDir, result: MonitorScan) -> list[CsvFile]:
+def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selection) -> list[CsvFile]:
     files = []
     for name in list_dir(data / run.name):
         path = data / run.name / name
@@ -150,8 +166,25 @@ def _csv_files(data: Path, run: RunDir, result: MonitorScan) -> list[CsvFile]:
             result.skipped_files[_skip_reason(name)] += 1
             continue
         require_utf8(path)
-        files.append(CsvFile(run.rank, run.name, name, metric, data))
+        csv_file = CsvFile(run.rank, run.name, name, metric, data)
+        if selection.step_range(*step_range(name, metric)):
+            files.append(csv_file)
+        else:
+            result.left_out["monitor CSV file"] += 1
+            if selection.steps.meets(*step_range(name, metric)):
+                result.partly.append(csv_file)
     return files
+
+
+def _warn_partly(result: MonitorScan, selection: Selection) -> None:
+    """A file is taken whole or not at all: say which files the selected steps only cut into."""
+    if result.partly:
+        first = min(result.partly, key=lambda csv_file: csv_file.order)
+        result.warnings.append(
+            f"{plural(len(result.partly), 'monitor CSV file')} only partly inside the selected steps left out "
+            f"(first: {first.relative}): a file is taken only when its name's steps <a>-<b> are all selected "
+            f"({selection}); select all of its steps to take it"
+        )
 
 
 def _files_of(run_path: Path) -> str:
