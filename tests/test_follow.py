@@ -315,6 +315,11 @@ def databases(out: Path) -> list[str]:
     return sorted(path.name for path in out.glob("*.trend.db"))
 
 
+def last_mark(out: Path) -> int:
+    """The last batch any database of OUT holds."""
+    return max(map(mark, out.glob("*.trend.db")), default=0)
+
+
 def write_rank(full: Path, data: Path, step: int, rank: int) -> None:
     """The training job writes one rank of step STEP."""
     shutil.copytree(full / f"step{step}" / f"rank{rank}", data / f"step{step}" / f"rank{rank}")
@@ -350,7 +355,7 @@ def test_split_steps_starts_the_next_file_when_a_range_closes(tmp_path, dump_fiv
     names = [databases(out)]
     for step in (2, 3, 4):
         write_step(dump_five, data, step)
-        wait_for(lambda step=step: max(map(mark, out.glob("*.trend.db"))) == step + 1, follower)
+        wait_for(lambda step=step: last_mark(out) == step + 1, follower)
         names.append(databases(out))
     assert follower.stop() == 0
     assert names == [["dump_data.trend.db"], SPLIT_PARTS[:1] + ["dump_data.steps-000002-000002.trend.db"]] + [
@@ -437,6 +442,35 @@ def test_max_db_size_closes_a_file_and_a_late_rank_regroups_the_files(tmp_path, 
     same_as_batch(partial, out, tmp_path, "--max-db-size", "700000")
 
 
+def test_a_lower_step_that_comes_late_regroups_the_split(tmp_path, dump_five):
+    """Steps 0, 2, 3 make [0, 2] and [3]; step 1 makes the batch split [0, 1] and [2, 3]: both files renamed and
+    rebuilt in place (the second because its global steps moved), none removed or made."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    for number, step in enumerate((0, 2, 3), start=1):
+        write_step(dump_five, data, step)
+        wait_for(lambda number=number: last_mark(out) == number, follower)
+    assert databases(out) == ["dump_data.steps-000000-000002.trend.db", "dump_data.steps-000003-000003.trend.db"]
+    write_step(dump_five, data, 1)
+    wait_for(lambda: last_mark(out) == 5, follower)
+    assert follower.stop() == 0
+    assert databases(out) == SPLIT_PARTS[:2]
+    first, second = (out / name for name in SPLIT_PARTS[:2])
+    assert follower.stderr.splitlines()[-4:] == [
+        f"{out}/dump_data.steps-000000-000002.trend.db: renamed to {first.name}, as its steps now name it",
+        f"{out}/dump_data.steps-000003-000003.trend.db: renamed to {second.name}, as its steps now name it",
+        f"{first}: rebuilt in place with 2 file sets more (step2/rank0/dump.json now belongs in another database "
+        f"of the split), {rows(first):,} rows (batch 4)",
+        f"{second}: rebuilt in place with 2 file sets more (the micro-step slots of step 3 moved (a step before it "
+        f"came late or grew)), {rows(second):,} rows (batch 5)",
+    ]
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2, 3):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
 @pytest.mark.parametrize("mode", ["--micro-step", "--no-micro-step"])
 def test_monitor_files_followed_into_a_split(tmp_path, mode):
     full, data, out = tmp_path / "full", tmp_path / "data", tmp_path / "out"
@@ -448,7 +482,7 @@ def test_monitor_files_followed_into_a_split(tmp_path, mode):
             (data / run).mkdir(exist_ok=True)
             for csv in (full / run).glob(f"*_{step}-{step}.csv"):
                 shutil.copy(csv, data / run / csv.name)
-        wait_for(lambda step=step: max(map(mark, out.glob("*.trend.db")), default=0) == step + 1, follower)
+        wait_for(lambda step=step: last_mark(out) == step + 1, follower)
     assert follower.stop() == 0
     assert databases(out) == [
         "monitor_data.steps-000000-000001.trend.db",
@@ -490,7 +524,7 @@ def test_name_and_a_subset_follow_only_the_selection(tmp_path, dump_five):
     for step in range(5):
         write_step(dump_five, data, step)
         if step in (1, 2, 3):
-            wait_for(lambda step=step: max(map(mark, out.glob("*.trend.db")), default=0) == step, follower)
+            wait_for(lambda step=step: last_mark(out) == step, follower)
     assert follower.stop() == 0
     assert databases(out) == [
         "runA.dump_data.steps-000001-000002.trend.db",
