@@ -471,6 +471,35 @@ def test_a_lower_step_that_comes_late_regroups_the_split(tmp_path, dump_five):
     same_as_batch(partial, out, tmp_path, "--split-steps", "2")
 
 
+def test_killed_in_the_middle_of_a_regroup_the_restart_completes_it(tmp_path, dump_five):
+    """As above, SIGKILL once the first file is rebuilt: the second still holds step 3 at its old global steps.
+    Its record says which, so the restart (with no new unit) rebuilds it, and converts nothing else again."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2", fault="follow-committed@4")
+    for number, step in enumerate((0, 2, 3), start=1):
+        write_step(dump_five, data, step)
+        wait_for(lambda number=number: last_mark(out) == number, follower)
+    write_step(dump_five, data, 1)
+    assert follower.process.wait(WAIT) == -signal.SIGKILL
+    first, second = (out / name for name in SPLIT_PARTS[:2])
+    assert databases(out) == SPLIT_PARTS[:2] and (mark(first), mark(second)) == (4, 3)
+    again = Follower(tmp_path, data, out, "--split-steps", "2", "--stop-after-idle", "1")
+    assert again.process.wait(WAIT) == 0, again.stderr
+    assert again.stderr == (
+        f"{second}: rebuilt in place with 2 file sets more (the micro-step slots of step 3 moved (a step before it "
+        f"came late or grew)), {rows(second):,} rows (batch 5)\n"
+    )
+    assert sorted(path.name for path in (out / ".trendconv" / "dump").glob("follow-*.json")) == [
+        "follow-4.json",
+        "follow-5.json",
+    ]
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2, 3):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
 @pytest.mark.parametrize("mode", ["--micro-step", "--no-micro-step"])
 def test_monitor_files_followed_into_a_split(tmp_path, mode):
     full, data, out = tmp_path / "full", tmp_path / "data", tmp_path / "out"
@@ -533,3 +562,39 @@ def test_name_and_a_subset_follow_only_the_selection(tmp_path, dump_five):
     ranks = {rank for db in out.glob("*.trend.db") for (rank,) in query(db, "SELECT DISTINCT rank FROM trend_data")}
     assert ranks == {1}
     same_as_batch(dump_five, out, tmp_path, *args)
+
+
+@pytest.mark.reference
+def test_the_trend_analyzer_lists_each_new_file_of_a_split(tmp_path, dump_five):
+    """The real plugin, started once on the follower's first file: its database menu lists each file as the
+    split makes or renames it, the file it opened at start-up still answers after its rename, and the newest
+    file can be switched to."""
+    from reference import tensorboard_executable
+
+    from benchmarks.plugin import PluginServer
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    write_step(dump_five, data, 0)
+    wait_for(lambda: mark(out / "dump_data.trend.db") == 1, follower)
+    listed = []
+    with PluginServer(tensorboard_executable(), out, tmp_path) as server:
+        listed.append(sorted(server.ask("db_files")["data"]))
+        for step in (1, 2, 3, 4):
+            write_step(dump_five, data, step)
+            wait_for(lambda step=step: last_mark(out) == step + 1, follower)
+            listed.append(sorted(server.ask("db_files")["data"]))
+        opened = heat_map_of_last_step(server)
+        assert server.ask("switch_db", {"db_filename": SPLIT_PARTS[2]})["success"] is True
+        newest = heat_map_of_last_step(server)
+    assert follower.stop() == 0
+    assert listed == [
+        ["dump_data.trend.db"],
+        ["dump_data.trend.db"],
+        [SPLIT_PARTS[0], "dump_data.steps-000002-000002.trend.db"],
+        SPLIT_PARTS[:2],
+        SPLIT_PARTS,
+    ]
+    assert opened == last_step_in(out / SPLIT_PARTS[0])
+    assert newest == last_step_in(out / SPLIT_PARTS[2])
