@@ -500,6 +500,64 @@ def test_killed_in_the_middle_of_a_regroup_the_restart_completes_it(tmp_path, du
     same_as_batch(partial, out, tmp_path, "--split-steps", "2")
 
 
+def test_a_follower_replaces_an_earlier_split_and_leaves_what_trendconv_did_not_write(tmp_path, dump_five):
+    """A batch run's split by 2 is in OUT, with a file of the same pattern that no record names: the follower's
+    split by 3 replaces the run's files as a set, and names the foreign one in a warning, once."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    assert run_cli("run", dump_five, "--db", out, "-q", "--split-steps", "2").returncode == 0
+    foreign = out / "dump_data.steps-000009-000009.trend.db"
+    foreign.write_bytes(b"not ours")
+    data.mkdir()
+    for step in range(5):
+        write_step(dump_five, data, step)
+    follower = Follower(tmp_path, data, out, "--split-steps", "3", "--stop-after-idle", "1")
+    assert follower.process.wait(WAIT) == 0, follower.stderr
+    ours = ["dump_data.steps-000000-000002.trend.db", "dump_data.steps-000003-000004.trend.db"]
+    assert databases(out) == sorted([*ours, foreign.name])
+    warning = (
+        f"warning: {foreign}: left in place, though this output does not include it: trendconv did not write it, or "
+        f"it changed since; the Trend Analyzer lists it beside the new databases (`rm '{foreign}'` if it is stale)"
+    )
+    assert follower.stderr.splitlines().count(warning) == 1
+    foreign.unlink()
+    same_as_batch(dump_five, out, tmp_path, "--split-steps", "3")
+
+
+def copy_monitor_step(full: Path, data: Path, run: str, step: int) -> int:
+    """The monitor of one rank writes its CSV files of step STEP; how many."""
+    (data / run).mkdir(exist_ok=True)
+    files = list((full / run).glob(f"*_{step}-{step}.csv"))
+    for csv in files:
+        shutil.copy(csv, data / run / csv.name)
+    return len(files)
+
+
+def test_a_late_monitor_rank_into_a_closed_file_is_appended_there(tmp_path):
+    """Rank 1's files of step 0 come after step 2 closed [0, 1]: their rows take the slots step 0 has, so the
+    closed file takes them in place, and the next file is left as it is."""
+    full, data, out = tmp_path / "full", tmp_path / "data", tmp_path / "out"
+    (rank0, run0), (rank1, run1) = generate_monitor(full, ranks=2, steps=3, layers=1).runs
+    assert (rank0, rank1) == (0, 1)
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    for step in range(3):
+        copy_monitor_step(full, data, run0, step)
+        if step:
+            copy_monitor_step(full, data, run1, step)
+        wait_for(lambda step=step: last_mark(out) == step + 1, follower)
+    closed, last = out / "monitor_data.steps-000000-000001.trend.db", out / "monitor_data.steps-000002-000002.trend.db"
+    before = rows(closed)
+    late = copy_monitor_step(full, data, run1, 0)
+    wait_for(lambda: mark(closed) == 4, follower)
+    assert follower.stop() == 0
+    assert follower.stderr.splitlines()[-1] == (
+        f"{closed}: appended {late} monitor CSV files, {rows(closed) - before:,} rows (batch 4)"
+    )
+    assert rows(closed) > before and mark(last) == 3
+    assert databases(out) == [closed.name, last.name]
+    same_as_batch(full, out, tmp_path, "--split-steps", "2")
+
+
 @pytest.mark.parametrize("mode", ["--micro-step", "--no-micro-step"])
 def test_monitor_files_followed_into_a_split(tmp_path, mode):
     full, data, out = tmp_path / "full", tmp_path / "data", tmp_path / "out"
