@@ -656,3 +656,25 @@ def test_the_trend_analyzer_lists_each_new_file_of_a_split(tmp_path, dump_five):
     ]
     assert opened == last_step_in(out / SPLIT_PARTS[0])
     assert newest == last_step_in(out / SPLIT_PARTS[2])
+
+
+def test_the_python_api_follows_into_a_split(tmp_path, dump_five):
+    import trendconv
+
+    out, batches = tmp_path / "out", []
+    [summary] = trendconv.follow(
+        dump_five, out, split_steps=2, poll=0.1, stop_after_idle=0.3, workers=1, on_batch=batches.append
+    )
+    assert summary.files == [out / name for name in SPLIT_PARTS]
+    assert (summary.db, summary.units, summary.appended, summary.rebuilt) == (out / SPLIT_PARTS[0], 10, 0, 0)
+    assert [(batch.db.name, batch.units, batch.mark, batch.created) for batch in batches] == [
+        (name, units, mark, True) for mark, (name, units) in enumerate(zip(SPLIT_PARTS, (4, 4, 2)), start=1)
+    ]
+    # docs/live.md §7: a load from the same WORK with the same split makes the set byte-identical to a batch run's
+    trendconv.load(out / ".trendconv", out, split_steps=2)
+    trendconv.convert(dump_five, tmp_path / "batch", split_steps=2, workers=1)
+    assert [(out / name).read_bytes() == (tmp_path / "batch" / name).read_bytes() for name in SPLIT_PARTS] == [True] * 3
+    with pytest.raises(trendconv.UsageError, match=r"^split_steps must be a positive integer, not 0$"):
+        trendconv.follow(dump_five, out, split_steps=0)
+    with pytest.raises(trendconv.UsageError, match=r"^'3X' is not a size: give bytes"):
+        trendconv.follow(dump_five, out, max_db_size="3X")
