@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trendconv import shards, workdir
-from trendconv.errors import DataError, TrendconvError, internal_error
+from trendconv.errors import DataError, OutputError, TrendconvError, internal_error, os_reason
 from trendconv.executors import Executor, default_workers, local_executor
 from trendconv.faults import fault_point
 from trendconv.following import live, record
@@ -109,7 +109,7 @@ class Follower:
         now = time.monotonic()
         changed = self._watch(tasks, now)
         ready = [task for name, task in tasks.items() if self._ready(name, now)]
-        gone = [name for name in self.shards if name not in tasks]
+        gone = [name for name in self.shards if name not in tasks] if tasks else []  # DATA empty: nothing to do
         # After a restart, a look at the databases once, with the units that settle meanwhile (not before: a split
         # of fewer units than DATA has would rename files back and forth).
         settling = any(self._pending(name) for name in tasks if tasks[name] not in ready)
@@ -289,7 +289,10 @@ class Follower:
         held.appender.close()  # its state is kept
         target = self.out_dir / name
         was = held.path
-        os.replace(was, target)
+        try:
+            os.replace(was, target)
+        except OSError as exc:
+            raise OutputError(f"{was}: cannot rename it to {name}: {os_reason(exc)}") from None
         del self.files[was.name]
         self.stale.pop(name, None)  # a file there that no record described: replaced, as `trendconv run` would
         held.path = held.appender.final = target
