@@ -44,19 +44,20 @@ def first_group(fmt: Format, shard_list: list[shards.Shard]) -> tuple[int, int]:
 
 def pair(fmt: Format, parts: list[Part], held: dict[str, Held], by_name: dict[str, shards.Shard]) -> list:
     """Each of PARTS with the file of HELD it becomes (or None: a new file), then the files that become none
-    (held, None)."""
+    (held, None). BY_NAME: every shard HELD's files hold."""
     free = dict(sorted(held.items()))
-    chosen: dict[int, Held] = {}
-    for number, part in enumerate(parts):  # the same name
-        if part.name in free:
-            chosen[number] = free.pop(part.name)
     firsts = {name: first_group(fmt, [by_name[shard] for shard in one.taken]) for name, one in free.items()}
-    for number, part in enumerate(parts):  # the same first group of steps
-        if number not in chosen:
-            match = [name for name, first in firsts.items() if name in free and first == first_group(fmt, part.shards)]
-            if match:
-                chosen[number] = free.pop(match[0])
-    for number in range(len(parts)):  # the rest, in order: a file rebuilt in place rather than one removed
-        if number not in chosen and free:
-            chosen[number] = free.pop(next(iter(free)))
+    chosen: dict[int, Held] = {}
+    _choose(chosen, parts, free, lambda part, name: part.name == name)
+    _choose(chosen, parts, free, lambda part, name: firsts[name] == first_group(fmt, part.shards))
+    _choose(chosen, parts, free, lambda part, name: True)  # a file rebuilt in place rather than one removed
     return [(part, chosen.get(number)) for number, part in enumerate(parts)] + [(None, one) for one in free.values()]
+
+
+def _choose(chosen: dict[int, Held], parts: list[Part], free: dict[str, Held], fits) -> None:
+    """Each part without a file yet takes the first free file that FITS it."""
+    for number, part in enumerate(parts):
+        if number not in chosen:
+            name = next((name for name in free if fits(part, name)), None)
+            if name is not None:
+                chosen[number] = free.pop(name)
