@@ -500,6 +500,26 @@ def test_killed_in_the_middle_of_a_regroup_the_restart_completes_it(tmp_path, du
     same_as_batch(partial, out, tmp_path, "--split-steps", "2")
 
 
+def test_ctrl_c_in_the_middle_of_a_regroup_stops_once_every_file_is_done(tmp_path, dump_five):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    # follow-commit: step 2's append, then the regroup's rebuild of the first file (a file made anew has none)
+    follower = Follower(tmp_path, data, out, "--split-steps", "2", fault="follow-commit@2:pause")
+    for number, step in enumerate((0, 2, 3), start=1):
+        write_step(dump_five, data, step)
+        wait_for(lambda number=number: last_mark(out) == number, follower)
+    write_step(dump_five, data, 1)
+    follower.paused()
+    assert follower.stop() == 0
+    first, second = (out / name for name in SPLIT_PARTS[:2])
+    assert databases(out) == SPLIT_PARTS[:2] and (mark(first), mark(second)) == (4, 5)
+    assert "interrupted" not in follower.stderr
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2, 3):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
 def test_a_follower_replaces_an_earlier_split_and_leaves_what_trendconv_did_not_write(tmp_path, dump_five):
     """A batch run's split by 2 is in OUT, with a file of the same pattern that no record names: the follower's
     split by 3 replaces the run's files as a set, and names the foreign one in a warning, once."""
