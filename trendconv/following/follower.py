@@ -155,7 +155,7 @@ class Follower:
             return
         wanted = {name: shard for name, shard in self.shards.items() if name not in gone}
         wanted.update({_name(self.fmt, shard): shard for shard in new})
-        if wanted:  # every unit gone from DATA: the databases are left as they are
+        if wanted:  # else every unit is gone from DATA: the databases are left as they are
             self._divide(sorted(wanted.values(), key=lambda shard: self.fmt.meta_order(shard.meta)))
             self.shards = wanted
         self.dirty = False
