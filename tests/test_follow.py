@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PLUGIN_STATEMENTS, invoke, run_cli
+from helpers import PLUGIN_STATEMENTS, invoke, query, run_cli
 
 from datagen.dump import generate as generate_dump
 from datagen.monitor import generate as generate_monitor
@@ -287,9 +287,414 @@ def test_the_trend_analyzer_shows_appended_steps_without_a_restart(tmp_path, dum
     assert stored[0][0] < stored[1][0] < stored[2][0] and all(cells for _, cells in stored)
 
 
-def test_follow_refuses_the_options_it_cannot_honour_yet(tmp_path):
-    result = invoke("run", tmp_path, "--db", tmp_path / "out", "--follow", "--split-steps", "2", "--name", "a")
+def test_follow_refuses_load_workers(tmp_path):
+    result = invoke("run", tmp_path, "--db", tmp_path / "out", "--follow", "--split-steps", "2", "--load-workers", "2")
     assert (result.exit_code, result.stderr) == (
         2,
-        "error: --follow appends to one database per format: --split-steps, --name cannot go with it yet\n",
+        "error: --follow writes one database at a time: --load-workers cannot go with it\n",
     )
+
+
+# ---- split output (docs/live.md §7)
+
+SPLIT_PARTS = [
+    "dump_data.steps-000000-000001.trend.db",
+    "dump_data.steps-000002-000003.trend.db",
+    "dump_data.steps-000004-000004.trend.db",
+]
+
+
+@pytest.fixture(scope="module")
+def dump_five(tmp_path_factory) -> Path:
+    full = tmp_path_factory.mktemp("job5") / "full"
+    generate_dump(full, steps=5, ranks=2, layers=1)
+    return full
+
+
+def databases(out: Path) -> list[str]:
+    return sorted(path.name for path in out.glob("*.trend.db"))
+
+
+def last_mark(out: Path) -> int:
+    """The last batch any database of OUT holds."""
+    return max(map(mark, out.glob("*.trend.db")), default=0)
+
+
+def write_rank(full: Path, data: Path, step: int, rank: int) -> None:
+    """The training job writes one rank of step STEP."""
+    shutil.copytree(full / f"step{step}" / f"rank{rank}", data / f"step{step}" / f"rank{rank}")
+
+
+def same_as_batch(full: Path, out: Path, tmp: Path, *args: str) -> None:
+    """The follower's files are those `trendconv run` with the same options makes of FULL: the same names, and
+    `diff` of the two sets exits 0."""
+    batch = tmp / "batch"
+    assert run_cli("run", full, "--db", batch, "-q", *args).returncode == 0
+    assert databases(out) == databases(batch)
+    done = run_cli("diff", batch, out)
+    assert (done.returncode, done.stdout) == (0, "logically identical\n"), done.stdout + done.stderr
+
+
+def without_rows(line: str) -> str:
+    """A batch line without its row count (which depends on datagen's model)."""
+    return line.split(",")[0] if ", " in line and "rows (batch" in line else line
+
+
+@pytest.mark.parametrize("mode", ["--micro-step", "--no-micro-step"])
+def test_split_steps_starts_the_next_file_when_a_range_closes(tmp_path, dump_five, mode):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    first = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out, mode, "--split-steps", "2")
+    write_step(dump_five, data, 0)
+    wait_for(lambda: mark(first) == 1, follower)
+    reader = sqlite3.connect(first)  # the plugin's connection to the first file, kept throughout
+    inode = first.stat().st_ino
+    write_step(dump_five, data, 1)
+    wait_for(lambda: mark(first) == 2, follower)
+    names = [databases(out)]
+    for step in (2, 3, 4):
+        write_step(dump_five, data, step)
+        wait_for(lambda step=step: last_mark(out) == step + 1, follower)
+        names.append(databases(out))
+    assert follower.stop() == 0
+    assert names == [["dump_data.trend.db"], SPLIT_PARTS[:1] + ["dump_data.steps-000002-000002.trend.db"]] + [
+        SPLIT_PARTS[:2],
+        SPLIT_PARTS,
+    ]
+    closed = out / SPLIT_PARTS[0]
+    assert closed.stat().st_ino == inode  # renamed, never replaced: the reader still has it
+    assert reader.execute("SELECT count(*) FROM trend_data").fetchone()[0] == rows(closed)
+    reader.close()
+    lines = [without_rows(line) for line in follower.stderr.splitlines()]
+    assert lines == [
+        f"{first}: made from 2 file sets",
+        f"{first}: appended 2 file sets",
+        f"{first}: renamed to {SPLIT_PARTS[0]}, as its steps now name it",
+        f"{out}/dump_data.steps-000002-000002.trend.db: made from 2 file sets",
+        f"{out}/dump_data.steps-000002-000002.trend.db: renamed to {SPLIT_PARTS[1]}, as its steps now name it",
+        f"{out / SPLIT_PARTS[1]}: appended 2 file sets",
+        f"{out / SPLIT_PARTS[2]}: made from 2 file sets",
+    ]
+    assert follower.stdout.startswith(
+        f"{out / SPLIT_PARTS[0]} … {SPLIT_PARTS[2]} (3 databases): stopped following with 10 file sets in; "
+        "2 batches appended ("
+    )
+    same_as_batch(dump_five, out, tmp_path, mode, "--split-steps", "2")
+
+
+def test_a_late_rank_into_a_closed_file_rebuilds_it_in_place(tmp_path, dump_five):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    closed = out / SPLIT_PARTS[0]
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    write_rank(dump_five, data, 0, 0)
+    for step in (1, 2):
+        write_step(dump_five, data, step)
+    wait_for(lambda: mark(out / "dump_data.steps-000002-000002.trend.db") == 2, follower)
+    reader = sqlite3.connect(closed)
+    before = reader.execute("SELECT count(*) FROM trend_data WHERE rank = 1").fetchone()[0]
+    write_rank(dump_five, data, 0, 1)
+    wait_for(lambda: mark(closed) == 3, follower)
+    after = reader.execute("SELECT count(*) FROM trend_data WHERE rank = 1").fetchone()[0]
+    assert follower.stop() == 0
+    reader.close()
+    assert before < after
+    assert follower.stderr.splitlines()[2] == (
+        f"{closed}: rebuilt in place with 1 file set more (step 0, rank 1 came after step 1, rank 1), "
+        f"{rows(closed):,} rows (batch 3)"
+    )
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
+def test_max_db_size_closes_a_file_and_a_late_rank_regroups_the_files(tmp_path, dump_five):
+    """Each step of 2 ranks is 2,654 rows, 424,640 bytes at the split's 160 a row: 700,000 bytes hold a step and
+    a half. Step 1's late rank makes it whole, and the files regroup as the batch split groups them."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--max-db-size", "700000")
+    write_step(dump_five, data, 0)
+    wait_for(lambda: mark(out / "dump_data.trend.db") == 1, follower)
+    write_rank(dump_five, data, 1, 0)
+    wait_for(lambda: mark(out / "dump_data.trend.db") == 2, follower)
+    write_step(dump_five, data, 2)
+    two = ["dump_data.steps-000000-000001.trend.db", "dump_data.steps-000002-000002.trend.db"]
+    wait_for(lambda: databases(out) == two, follower)
+    kept = out / two[0]
+    inode = kept.stat().st_ino
+    write_rank(dump_five, data, 1, 1)
+    three = [f"dump_data.steps-00000{step}-00000{step}.trend.db" for step in (0, 1, 2)]
+    wait_for(lambda: databases(out) == three and not kept.exists(), follower)
+    assert follower.stop() == 0
+    assert (out / three[0]).stat().st_ino == inode  # the file of step 0 kept its inode through the regroup
+    assert follower.stderr.splitlines()[-3:] == [
+        f"{kept}: renamed to {three[0]}, as its steps now name it",
+        f"{out / three[0]}: rebuilt in place with 0 file sets more (step1/rank0/dump.json now belongs in another "
+        f"database of the split), {rows(out / three[0]):,} rows (batch 4)",
+        f"{out / three[1]}: made from 2 file sets, {rows(out / three[1]):,} rows (batch 5)",
+    ]
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--max-db-size", "700000")
+
+
+def test_a_lower_step_that_comes_late_regroups_the_split(tmp_path, dump_five):
+    """Steps 0, 2, 3 make [0, 2] and [3]; step 1 makes the batch split [0, 1] and [2, 3]: both files renamed and
+    rebuilt in place (the second because its global steps moved), none removed or made."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    for number, step in enumerate((0, 2, 3), start=1):
+        write_step(dump_five, data, step)
+        wait_for(lambda number=number: last_mark(out) == number, follower)
+    assert databases(out) == ["dump_data.steps-000000-000002.trend.db", "dump_data.steps-000003-000003.trend.db"]
+    write_step(dump_five, data, 1)
+    wait_for(lambda: last_mark(out) == 5, follower)
+    assert follower.stop() == 0
+    assert databases(out) == SPLIT_PARTS[:2]
+    first, second = (out / name for name in SPLIT_PARTS[:2])
+    assert follower.stderr.splitlines()[-4:] == [
+        f"{out}/dump_data.steps-000000-000002.trend.db: renamed to {first.name}, as its steps now name it",
+        f"{out}/dump_data.steps-000003-000003.trend.db: renamed to {second.name}, as its steps now name it",
+        f"{first}: rebuilt in place with 2 file sets more (step2/rank0/dump.json now belongs in another database "
+        f"of the split), {rows(first):,} rows (batch 4)",
+        f"{second}: rebuilt in place with 2 file sets more (the micro-step slots of step 3 moved (a step before it "
+        f"came late or grew)), {rows(second):,} rows (batch 5)",
+    ]
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2, 3):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
+def test_killed_in_the_middle_of_a_regroup_the_restart_completes_it(tmp_path, dump_five):
+    """As above, SIGKILL once the first file is rebuilt: the second still holds step 3 at its old global steps.
+    Its record says which, so the restart (with no new unit) rebuilds it, and converts nothing else again."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2", fault="follow-committed@4")
+    for number, step in enumerate((0, 2, 3), start=1):
+        write_step(dump_five, data, step)
+        wait_for(lambda number=number: last_mark(out) == number, follower)
+    write_step(dump_five, data, 1)
+    assert follower.process.wait(WAIT) == -signal.SIGKILL
+    first, second = (out / name for name in SPLIT_PARTS[:2])
+    assert databases(out) == SPLIT_PARTS[:2] and (mark(first), mark(second)) == (4, 3)
+    again = Follower(tmp_path, data, out, "--split-steps", "2", "--stop-after-idle", "1")
+    assert again.process.wait(WAIT) == 0, again.stderr
+    assert again.stderr == (
+        f"{second}: rebuilt in place with 2 file sets more (the micro-step slots of step 3 moved (a step before it "
+        f"came late or grew)), {rows(second):,} rows (batch 5)\n"
+    )
+    assert sorted(path.name for path in (out / ".trendconv" / "dump").glob("follow-*.json")) == [
+        "follow-4.json",
+        "follow-5.json",
+    ]
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2, 3):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
+def test_ctrl_c_in_the_middle_of_a_regroup_stops_once_every_file_is_done(tmp_path, dump_five):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    # follow-commit: step 2's append, then the regroup's rebuild of the first file (a file made anew has none)
+    follower = Follower(tmp_path, data, out, "--split-steps", "2", fault="follow-commit@2:pause")
+    for number, step in enumerate((0, 2, 3), start=1):
+        write_step(dump_five, data, step)
+        wait_for(lambda number=number: last_mark(out) == number, follower)
+    write_step(dump_five, data, 1)
+    follower.paused()
+    assert follower.stop() == 0
+    first, second = (out / name for name in SPLIT_PARTS[:2])
+    assert databases(out) == SPLIT_PARTS[:2] and (mark(first), mark(second)) == (4, 5)
+    assert "interrupted" not in follower.stderr
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2, 3):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
+def test_a_follower_replaces_an_earlier_split_and_leaves_what_trendconv_did_not_write(tmp_path, dump_five):
+    """A batch run's split by 2 is in OUT, with a file of the same pattern that no record names: the follower's
+    split by 3 replaces the run's files as a set, and names the foreign one in a warning, once."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    assert run_cli("run", dump_five, "--db", out, "-q", "--split-steps", "2").returncode == 0
+    foreign = out / "dump_data.steps-000009-000009.trend.db"
+    foreign.write_bytes(b"not ours")
+    data.mkdir()
+    for step in range(5):
+        write_step(dump_five, data, step)
+    follower = Follower(tmp_path, data, out, "--split-steps", "3", "--stop-after-idle", "1")
+    assert follower.process.wait(WAIT) == 0, follower.stderr
+    ours = ["dump_data.steps-000000-000002.trend.db", "dump_data.steps-000003-000004.trend.db"]
+    assert databases(out) == sorted([*ours, foreign.name])
+    warning = (
+        f"warning: {foreign}: left in place, though this output does not include it: trendconv did not write it, or "
+        f"it changed since; the Trend Analyzer lists it beside the new databases (`rm '{foreign}'` if it is stale)"
+    )
+    assert follower.stderr.splitlines().count(warning) == 1
+    foreign.unlink()
+    same_as_batch(dump_five, out, tmp_path, "--split-steps", "3")
+
+
+def copy_monitor_step(full: Path, data: Path, run: str, step: int) -> int:
+    """The monitor of one rank writes its CSV files of step STEP; how many."""
+    (data / run).mkdir(exist_ok=True)
+    files = list((full / run).glob(f"*_{step}-{step}.csv"))
+    for csv in files:
+        shutil.copy(csv, data / run / csv.name)
+    return len(files)
+
+
+def test_a_late_monitor_rank_into_a_closed_file_is_appended_there(tmp_path):
+    """Rank 1's files of step 0 come after step 2 closed [0, 1]: their rows take the slots step 0 has, so the
+    closed file takes them in place, and the next file is left as it is."""
+    full, data, out = tmp_path / "full", tmp_path / "data", tmp_path / "out"
+    (rank0, run0), (rank1, run1) = generate_monitor(full, ranks=2, steps=3, layers=1).runs
+    assert (rank0, rank1) == (0, 1)
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    for step in range(3):
+        copy_monitor_step(full, data, run0, step)
+        if step:
+            copy_monitor_step(full, data, run1, step)
+        wait_for(lambda step=step: last_mark(out) == step + 1, follower)
+    closed, last = out / "monitor_data.steps-000000-000001.trend.db", out / "monitor_data.steps-000002-000002.trend.db"
+    before = rows(closed)
+    late = copy_monitor_step(full, data, run1, 0)
+    wait_for(lambda: mark(closed) == 4, follower)
+    assert follower.stop() == 0
+    assert follower.stderr.splitlines()[-1] == (
+        f"{closed}: appended {late} monitor CSV files, {rows(closed) - before:,} rows (batch 4)"
+    )
+    assert rows(closed) > before and mark(last) == 3
+    assert databases(out) == [closed.name, last.name]
+    same_as_batch(full, out, tmp_path, "--split-steps", "2")
+
+
+@pytest.mark.parametrize("mode", ["--micro-step", "--no-micro-step"])
+def test_monitor_files_followed_into_a_split(tmp_path, mode):
+    full, data, out = tmp_path / "full", tmp_path / "data", tmp_path / "out"
+    runs = generate_monitor(full, ranks=2, steps=3, layers=1).runs
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, mode, "--split-steps", "2")
+    for step in range(3):
+        for _, run in runs:
+            (data / run).mkdir(exist_ok=True)
+            for csv in (full / run).glob(f"*_{step}-{step}.csv"):
+                shutil.copy(csv, data / run / csv.name)
+        wait_for(lambda step=step: last_mark(out) == step + 1, follower)
+    assert follower.stop() == 0
+    assert databases(out) == [
+        "monitor_data.steps-000000-000001.trend.db",
+        "monitor_data.steps-000002-000002.trend.db",
+    ]
+    same_as_batch(full, out, tmp_path, mode, "--split-steps", "2")
+
+
+@pytest.mark.parametrize("fault", ["follow-committed@1", "load-before-rename@2"])
+def test_killed_between_two_files_of_a_batch_the_same_command_completes_it(tmp_path, dump_five, fault):
+    """The first batch makes two files: SIGKILL once the first is in (or just before the second is moved into
+    place); the restart makes the second, and converts nothing twice."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    for step in (0, 1, 2):
+        write_step(dump_five, data, step)
+    follower = Follower(tmp_path, data, out, "--split-steps", "2", fault=fault)
+    assert follower.process.wait(WAIT) == -signal.SIGKILL
+    assert databases(out) == SPLIT_PARTS[:1]
+    again = Follower(tmp_path, data, out, "--split-steps", "2", "--stop-after-idle", "1")
+    assert again.process.wait(WAIT) == 0, again.stderr
+    second = out / "dump_data.steps-000002-000002.trend.db"
+    assert again.stderr == f"{second}: made from 2 file sets, {rows(second):,} rows (batch 2)\n"
+    assert again.stdout == (
+        f"{out / SPLIT_PARTS[0]} … {second.name} (2 databases): stopped following with 6 file sets in; "
+        "0 batches appended (0 rows)\n"
+    )
+    partial = tmp_path / "partial"
+    for step in (0, 1, 2):
+        write_step(dump_five, partial, step)
+    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+
+
+def test_name_and_a_subset_follow_only_the_selection(tmp_path, dump_five):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    args = ("--name", "runA", "--steps", "1-3", "--ranks", "1", "--split-steps", "2")
+    follower = Follower(tmp_path, data, out, *args)
+    for step in range(5):
+        write_step(dump_five, data, step)
+        if step in (1, 2, 3):
+            wait_for(lambda step=step: last_mark(out) == step, follower)
+    assert follower.stop() == 0
+    assert databases(out) == [
+        "runA.dump_data.steps-000001-000002.trend.db",
+        "runA.dump_data.steps-000003-000003.trend.db",
+    ]
+    ranks = {rank for db in out.glob("*.trend.db") for (rank,) in query(db, "SELECT DISTINCT rank FROM trend_data")}
+    assert ranks == {1}
+    same_as_batch(dump_five, out, tmp_path, *args)
+
+
+@pytest.mark.reference
+def test_the_trend_analyzer_lists_each_new_file_of_a_split(tmp_path, dump_five):
+    """The real plugin, started once on the follower's first file: its database menu lists each file as the
+    split makes or renames it, the file it opened at start-up still answers after its rename, and the newest
+    file can be switched to."""
+    from reference import tensorboard_executable
+
+    from benchmarks.plugin import PluginServer
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    write_step(dump_five, data, 0)
+    wait_for(lambda: mark(out / "dump_data.trend.db") == 1, follower)
+    listed = []
+    with PluginServer(tensorboard_executable(), out, tmp_path) as server:
+        listed.append(sorted(server.ask("db_files")["data"]))
+        for step in (1, 2, 3, 4):
+            write_step(dump_five, data, step)
+            wait_for(lambda step=step: last_mark(out) == step + 1, follower)
+            listed.append(sorted(server.ask("db_files")["data"]))
+        opened = heat_map_of_last_step(server)
+        assert server.ask("switch_db", {"db_filename": SPLIT_PARTS[2]})["success"] is True
+        newest = heat_map_of_last_step(server)
+    assert follower.stop() == 0
+    assert listed == [
+        ["dump_data.trend.db"],
+        ["dump_data.trend.db"],
+        [SPLIT_PARTS[0], "dump_data.steps-000002-000002.trend.db"],
+        SPLIT_PARTS[:2],
+        SPLIT_PARTS,
+    ]
+    assert opened == last_step_in(out / SPLIT_PARTS[0])
+    assert newest == last_step_in(out / SPLIT_PARTS[2])
+
+
+def test_the_python_api_follows_into_a_split(tmp_path, dump_five):
+    import trendconv
+
+    out, batches = tmp_path / "out", []
+    [summary] = trendconv.follow(
+        dump_five, out, split_steps=2, poll=0.1, stop_after_idle=0.3, workers=1, on_batch=batches.append
+    )
+    assert summary.files == [out / name for name in SPLIT_PARTS]
+    assert (summary.db, summary.units, summary.appended, summary.rebuilt) == (out / SPLIT_PARTS[0], 10, 0, 0)
+    assert [(batch.db.name, batch.units, batch.mark, batch.created) for batch in batches] == [
+        (name, units, mark, True) for mark, (name, units) in enumerate(zip(SPLIT_PARTS, (4, 4, 2)), start=1)
+    ]
+    # docs/live.md §7: a load from the same WORK with the same split makes the set byte-identical to a batch run's
+    trendconv.load(out / ".trendconv", out, split_steps=2)
+    trendconv.convert(dump_five, tmp_path / "batch", split_steps=2, workers=1)
+    assert [(out / name).read_bytes() == (tmp_path / "batch" / name).read_bytes() for name in SPLIT_PARTS] == [True] * 3
+    with pytest.raises(trendconv.UsageError, match=r"^split_steps must be a positive integer, not 0$"):
+        trendconv.follow(dump_five, out, split_steps=0)
+    with pytest.raises(trendconv.UsageError, match=r"^'3X' is not a size: give bytes"):
+        trendconv.follow(dump_five, out, max_db_size="3X")

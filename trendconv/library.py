@@ -87,29 +87,38 @@ def follow(
     stop_after_idle: float | None = None,
     on_batch: Callable[[Batch], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    split_steps: int | None = None,
+    max_db_size: int | str | None = None,
+    name: str | None = None,
+    steps: str | None = None,
+    ranks: str | None = None,
 ) -> list[FollowSummary]:
     """Convert DATA as a training run writes it: each unit once its files are unchanged for POLL seconds, appended
-    to OUT's databases in place, one transaction per batch (docs/live.md). Runs until Ctrl-C (KeyboardInterrupt),
-    which stops it once the batch in hand is in, or until nothing changed in DATA for STOP_AFTER_IDLE seconds.
-    ON_BATCH is called after each batch, ON_WARNING with each warning as it arises (a summary's `warnings` has them
-    all). One summary per format followed."""
+    to OUT's databases in place, one transaction per database (docs/live.md). Runs until Ctrl-C
+    (KeyboardInterrupt), which stops it once the batch in hand is in, or until nothing changed in DATA for
+    STOP_AFTER_IDLE seconds. ON_BATCH is called after each transaction (or rename, or removal of a database of a
+    split), ON_WARNING with each warning as it arises (a summary's `warnings` has them all). SPLIT_STEPS,
+    MAX_DB_SIZE and NAME as in `convert`: the databases are those `convert` makes of the units complete so far;
+    STEPS and RANKS follow only those. One summary per format followed."""
     from trendconv import api
     from trendconv.following import follow as follow_data
 
-    for name, value in (("poll", poll), ("stop_after_idle", stop_after_idle)):
+    for keyword, value in (("poll", poll), ("stop_after_idle", stop_after_idle)):
         if value is not None and (type(value) not in (int, float) or not 0 < value < 1e9):
-            raise UsageError(f"{name} must be a number of seconds above 0, not {value!r}")
+            raise UsageError(f"{keyword} must be a number of seconds above 0, not {value!r}")
+    split = _split(split_steps, max_db_size, None, name)
     return follow_data(
         _path(data),
         _path(out),
         api.default_work(_path(out)) if work is None else _path(work),
-        _options(micro_step, mapping),
+        _options(micro_step, mapping, steps, ranks),
         input_format=format,
         poll=float(poll),
         stop_after_idle=stop_after_idle,
         on_batch=on_batch,
         on_warning=on_warning,
         index=index,
+        split=split,
         workers=_workers(workers),
         executor=_executor(executor, workers),
     )

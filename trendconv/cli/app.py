@@ -375,11 +375,8 @@ def run(
     """
     _prestart(executor, workers, data)
     if follow or poll is not None or stop_after_idle is not None:
-        given = {"--steps": steps, "--ranks": ranks, "--split-steps": split_steps, "--max-db-size": max_db_size}
-        given.update({"--load-workers": load_workers, "--name": name})
-        if follow and any(value is not None for value in given.values()):
-            options = ", ".join(flag for flag, value in given.items() if value is not None)
-            raise UsageError(f"--follow appends to one database per format: {options} cannot go with it yet")
+        if follow and load_workers is not None:
+            raise UsageError("--follow writes one database at a time: --load-workers cannot go with it")
         _follow(
             data,
             db,
@@ -394,6 +391,11 @@ def run(
             index=not no_index,
             executor=_executor(executor, scheduler, workers),
             quiet=quiet,
+            split_steps=split_steps,
+            max_db_size=max_db_size,
+            name=name,
+            steps=steps,
+            ranks=ranks,
         )
         return
     _convert(

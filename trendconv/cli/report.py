@@ -194,6 +194,12 @@ def print_run_summary(summary) -> None:
 
 def print_batch(batch) -> None:
     """One line per batch of `run --follow`, on stderr as it goes in."""
+    if batch.was is not None:
+        typer.echo(f"{batch.was}: renamed to {batch.db.name}, as its steps now name it", err=True)
+        return
+    if batch.removed:
+        typer.echo(f"{batch.db}: removed: its steps are now in the split's other databases", err=True)
+        return
     units = formats.get(batch.format).units(batch.units)
     if batch.created:
         line = f"{batch.db}: made from {units}, {batch.rows:,} rows"
@@ -204,12 +210,19 @@ def print_batch(batch) -> None:
     typer.echo(f"{line} (batch {batch.mark})", err=True)
 
 
+def _follow_files(summary) -> str:
+    """The database followed, or the first and last of a split and how many."""
+    if len(summary.files) < 2:
+        return str(summary.db)
+    return f"{summary.files[0]} … {summary.files[-1].name} ({len(summary.files)} databases)"
+
+
 def print_follow_summary(summary) -> None:
     fmt = formats.get(summary.format)
     rebuilt = f", {plural(summary.rebuilt, 'rebuild')} in place" if summary.rebuilt else ""
     batches = "1 batch" if summary.appended == 1 else f"{summary.appended} batches"
     typer.echo(
-        f"{summary.db}: stopped following with {fmt.units(summary.units)} in; "
+        f"{_follow_files(summary)}: stopped following with {fmt.units(summary.units)} in; "
         f"{batches} appended ({summary.rows:,} rows){rebuilt}"
     )
     if summary.held:

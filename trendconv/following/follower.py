@@ -1,27 +1,32 @@
-"""The follower: watch DATA, and put each unit into the database once its files are complete (docs/live.md).
+"""The follower: watch DATA, and put each unit into the databases once its files are complete (docs/live.md).
 
 Format-blind: the format scans DATA and parses units (trendconv.parsing), and its appender
-(trendconv.formats.contract.Appender) adds shards to the database in place. Here: when a unit is complete, which
-units form a batch, whether a batch is appended or the database rebuilt in place, and the record in WORK that makes
-a restart continue where the database stands (trendconv.following.record).
+(trendconv.formats.contract.Appender) adds shards to a database in place. Here: when a unit is complete, which
+units form a batch, which database of the split each goes to (trendconv.following.files), whether a database is
+appended to, rebuilt in place, renamed or removed, and the records in WORK that make a restart continue where the
+databases stand (trendconv.following.record).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from trendconv import shards, workdir
-from trendconv.errors import DataError, TrendconvError, internal_error
+from trendconv.errors import DataError, OutputError, TrendconvError, internal_error, os_reason
 from trendconv.executors import Executor, default_workers, local_executor
 from trendconv.faults import fault_point
 from trendconv.following import live, record
+from trendconv.following.files import Held, pair
 from trendconv.following.rebuild import rebuild
 from trendconv.following.summary import Batch, FollowSummary
 from trendconv.formats import Format
 from trendconv.formats.contract import Refused
+from trendconv.loading.outputs import family, replace_set
+from trendconv.loading.split import Part, Split, db_stem, partition
 from trendconv.options import ParseOptions
 from trendconv.parsing.manifest import start_parse, write_manifest
 from trendconv.parsing.reuse import OK, status_of
@@ -30,11 +35,12 @@ from trendconv.parsing.tasks import ParseTask, parse_chunk, source_stats
 
 
 class Follower:
-    """One format's units in DATA, and its database. `poll` looks once and converts what is complete."""
+    """One format's units in DATA, and its databases. `poll` looks once and converts what is complete."""
 
     def __init__(self, fmt: Format, data: Path, out_dir: Path, work: Path, options: ParseOptions, **kwargs):
-        self.fmt, self.data, self.work, self.options = fmt, data, work, options
-        self.final = out_dir / fmt.db_name
+        self.fmt, self.data, self.out_dir, self.work, self.options = fmt, data, out_dir, work, options
+        self.split: Split = kwargs.get("split") or Split()
+        self.stem = db_stem(fmt, self.split)
         self.part = workdir.part(work, fmt)
         self.index: bool = kwargs.get("index", True)
         self.settle: float = kwargs["settle"]
@@ -42,36 +48,46 @@ class Follower:
         self.executor: Executor | None = kwargs.get("executor")
         self.on_batch: Callable[[Batch], None] = kwargs.get("on_batch") or (lambda batch: None)
         self.on_warning: Callable[[str], None] = kwargs.get("on_warning") or (lambda warning: None)
-        self.summary = FollowSummary(fmt.name, self.final, work)
-        self.taken: dict[str, list] = {}  # shard name -> sources, in the order the database took them
-        self.mark = 0
-        self.appender = None
-        self.stale: str | None = None  # why the next batch must rebuild the database
+        self.summary = FollowSummary(fmt.name, out_dir / self.stem, work)
+        self.files: dict[str, Held] = {}  # file name -> the database the follower wrote there
+        self.shards: dict[str, shards.Shard] = {}  # every shard the databases hold, by name
+        self.last_mark = 0
+        self.stale: dict[str, str] = {}  # a file of the output's names that no record describes -> why
+        self.dirty = False  # the databases may not be the split of what they hold (a restart): look once
         self.seen: dict[str, tuple[list, float]] = {}  # shard name -> sources, and since when they are so
         self.held: dict[str, list] = {}  # shard name -> sources that did not parse
 
     # ---- start
 
     def start(self) -> None:
-        """WORK's part says what this follower parses; the database and its record say what it holds."""
-        self.fmt.appender(self.final).close()  # a format that cannot append says so before anything is written
+        """WORK's part says what this follower parses; the databases and their records say what they hold."""
+        self.fmt.appender(self.out_dir / self.stem).close()  # a format that cannot append says so first
         workdir.move_old_part(self.work, self.fmt)
         start_parse(self.data, self.part, self.options, self.fmt)
-        self.mark = live.read_mark(self.final)
-        taken = record.read(self.part, self.mark) if self.mark else None
-        record.forget_others(self.part, self.mark)
-        if taken is None:
-            if self.final.exists():
-                self.stale = "it was not written by a follower, or WORK lost its record"
+        marks = []  # of every file of the output's names: no transaction may take one of them again
+        for path in family(self.out_dir, self.stem):
+            marks.append(live.read_mark(path))
+            self._adopt(path, marks[-1])
+        self.last_mark = max(marks, default=0)
+        record.forget_others(self.part, {held.mark for held in self.files.values()})
+        self.dirty = bool(self.files or self.stale)
+        self.summary.units = len(self.shards)
+
+    def _adopt(self, path: Path, mark: int) -> None:
+        """The database at PATH, continued where its record says it stands; else stale (rebuilt in place when
+        the split names it)."""
+        found = record.read(self.part, mark) if mark else None
+        if found is None or any(held.mark == mark for held in self.files.values()):
+            self.stale[path.name] = "it was not written by a follower, or WORK lost its record"
             return
-        found = self._own_shards(taken)
-        if found is None:
-            self.stale = "WORK no longer holds the shards it was made from"
+        shard_list = self._own_shards(found.taken)
+        if shard_list is None:
+            self.stale[path.name] = "WORK no longer holds the shards it was made from"
             return
-        self.taken = taken
-        self.summary.units = len(taken)
-        self.appender = self.fmt.appender(self.final)
-        self.appender.replay(found)
+        held = Held(path, mark, found.taken, found.carry, self.fmt.appender(path))
+        held.appender.replay(shard_list, found.carry)
+        self.files[path.name] = held
+        self.shards.update(zip(found.taken, shard_list))
 
     def _own_shards(self, taken: dict[str, list]) -> list[shards.Shard] | None:
         """The shards of TAKEN as they were when the database took them, or None."""
@@ -93,15 +109,19 @@ class Follower:
         now = time.monotonic()
         changed = self._watch(tasks, now)
         ready = [task for name, task in tasks.items() if self._ready(name, now)]
-        gone = [name for name in self.taken if name not in tasks]
-        if ready or gone or (self.stale and tasks):
+        gone = [name for name in self.shards if name not in tasks] if tasks else []  # DATA empty: nothing to do
+        # After a restart, a look at the databases once, with the units that settle meanwhile (not before: a split
+        # of fewer units than DATA has would rename files back and forth).
+        settling = any(self._pending(name) for name in tasks if tasks[name] not in ready)
+        if ready or gone or (self.dirty and tasks and not settling):
             self._batch(tasks, ready, gone)
             changed = True
         return changed or any(self._pending(name) for name in tasks)
 
     def _pending(self, name: str) -> bool:
         sources = self.seen[name][0]
-        return self.held.get(name) != sources and self.taken.get(name) != sources
+        taken = self.shards[name].meta["sources"] if name in self.shards else None
+        return self.held.get(name) != sources and taken != sources
 
     def _tasks(self) -> dict[str, ParseTask]:
         """Every unit in DATA now, by shard name, in processing order; none while DATA has none yet."""
@@ -131,17 +151,61 @@ class Follower:
 
     def _batch(self, tasks: dict[str, ParseTask], ready: list[ParseTask], gone: list[str]) -> None:
         new = self._parse(ready)
-        again = [shard for shard in new if self.fmt.meta_shard_name(shard.meta) in self.taken]
-        reason = self.stale or _why_again(again, gone, self.taken)
-        if not new and reason is None:
+        if not new and not gone and not self.dirty:
             return
-        if reason is None and self.appender is None:
-            reason = ""  # no database yet: the first batch makes it
-        if reason is None:
-            reason = self._append(new)
+        wanted = {name: shard for name, shard in self.shards.items() if name not in gone}
+        wanted.update({_name(self.fmt, shard): shard for shard in new})
+        if wanted:  # else every unit is gone from DATA: the databases are left as they are
+            self._divide(sorted(wanted.values(), key=lambda shard: self.fmt.meta_order(shard.meta)))
+            self.shards = wanted
+        self.dirty = False
+        self.summary.units = len(self.shards)
+        write_manifest(self.part, self.options, [tasks[name] for name in self.shards if name in tasks], self.fmt)
+
+    def _divide(self, ordered: list[shards.Shard]) -> None:
+        """The databases made the split of ORDERED (every complete unit, in processing order), as a batch run
+        makes it: each paired file renamed, appended to or rebuilt in place, new ones made, the rest removed."""
+        parts = partition(self.fmt, ordered, self.split)
+        carry = None if len(parts) == 1 else self.fmt.carry([shard.meta for shard in ordered])
+        if len(parts) == 1:
+            parts[0].shards = ordered  # one database takes them in processing order, as `trendconv run`
+        pairs = pair(self.fmt, parts, self.files, self.shards)
+        for part, held in pairs:
+            if part is not None and held is not None and held.path.name != part.name:
+                self._rename(held, part.name)
+        everything = {_name(self.fmt, shard) for shard in ordered}
+        for part, held in pairs:
+            if part is not None:
+                self._update(part, held, carry, everything)
+        for part, held in pairs:
+            if part is None:
+                self._remove(held)
+        for warning in replace_set(self.out_dir, self.stem, [part.name for part in parts]):
+            self._warn(warning)
+
+    def _update(self, part: Part, held: Held | None, carry, everything: set[str]) -> None:
+        """PART's database as a batch build makes it: HELD appended to where it can be, else rebuilt in place."""
+        if held is None:
+            self._build(part, None, carry, self.stale.pop(part.name, ""))
+            return
+        reason = self._why_again(part, held, everything) or held.appender.moved(carry)
+        fresh = [shard for shard in part.shards if _name(self.fmt, shard) not in held.taken]
+        if reason is None and fresh:
+            reason = self._append(held, fresh, carry)
         if reason is not None:
-            self._rebuild(new, gone, reason)
-        write_manifest(self.part, self.options, [tasks[name] for name in self.taken if name in tasks], self.fmt)
+            self._build(part, held, carry, reason)
+
+    def _why_again(self, part: Part, held: Held, everything: set[str]) -> str | None:
+        """Why HELD cannot grow into PART: a unit it took changed, is gone from DATA, or is now in another
+        database of the split."""
+        wanted = {_name(self.fmt, shard): shard.meta["sources"] for shard in part.shards}
+        for name, sources in held.taken.items():
+            if name not in wanted:
+                where = "now belongs in another database of the split" if name in everything else "is gone from DATA"
+                return f"{sources[0]['path']} {where}"
+            if wanted[name] != sources:
+                return f"{sources[0]['path']} changed after it was converted"
+        return None
 
     def _parse(self, ready: list[ParseTask]) -> list[shards.Shard]:
         """The shards of READY, parsed or still good in WORK; a unit that does not parse is held (and warned of)
@@ -175,46 +239,74 @@ class Follower:
         else:
             raise internal_error(error, f"parsing {self.fmt.place(task.unit)}")
 
-    def _append(self, new: list[shards.Shard]) -> str | None:
-        """NEW appended in one transaction; else why not (the batch is then a rebuild)."""
-        new.sort(key=lambda shard: self.fmt.meta_order(shard.meta))
-        taken = {**self.taken, **{_name(self.fmt, shard): shard.meta["sources"] for shard in new}}
-        record.write(self.part, self.mark + 1, taken)
+    def _append(self, held: Held, fresh: list[shards.Shard], carry) -> str | None:
+        """FRESH appended to HELD in one transaction; else why not (the database is then rebuilt)."""
+        mark = self._next_mark()
+        taken = {**held.taken, **{_name(self.fmt, shard): shard.meta["sources"] for shard in fresh}}
+        record.write(self.part, mark, record.Record(held.path.name, taken, carry))
         try:
-            rows = self.appender.append(new, self.mark + 1)
-        except Refused as refused:
-            self._drop_appender()
+            rows = held.appender.append(fresh, mark, carry)
+        except Refused as refused:  # nothing was written: the rebuild takes its number
+            held.close()
+            self.last_mark = mark - 1
             return str(refused)
         except BaseException:
-            self._drop_appender()
+            held.close()
             raise
-        self._taken(taken)
+        self._committed(held, mark, taken, carry)
         self.summary.appended += 1
         self.summary.rows += rows
-        self.on_batch(Batch(self.fmt.name, self.final, len(new), rows, self.mark))
+        self.on_batch(Batch(self.fmt.name, held.path, len(fresh), rows, mark))
         return None
 
-    def _rebuild(self, new: list[shards.Shard], gone: list[str], reason: str) -> None:
-        """The database as a batch build of everything complete makes it, in place, in one transaction (or made
-        anew, when REASON is empty)."""
-        self._drop_appender()
-        created = not self.final.exists()
-        kept = {name: sources for name, sources in self.taken.items() if name not in gone}
-        kept.update({_name(self.fmt, shard): shard.meta["sources"] for shard in new})
-        found = self._own_shards(kept)
-        if found is None:
-            raise DataError(f"{self.part}: a shard changed while being loaded; run the command again")
-        record.write(self.part, self.mark + 1, kept)
-        loaded = rebuild(self.fmt, found, self.final, self.mark + 1, index=self.index)
+    def _build(self, part: Part, held: Held | None, carry, reason: str) -> None:
+        """PART's database as a batch build makes it, in place of HELD's in one transaction (or made anew, when
+        there is no file yet)."""
+        target = self.out_dir / part.name
+        created = not target.exists()
+        if held is not None:
+            held.close()
+        mark = self._next_mark()
+        taken = {_name(self.fmt, shard): shard.meta["sources"] for shard in part.shards}
+        record.write(self.part, mark, record.Record(part.name, taken, carry))
+        loaded = rebuild(self.fmt, part.shards, target, mark, index=self.index, carry=carry)
         for warning in loaded.warnings:
             self._warn(warning)
-        ordered = sorted(found, key=lambda shard: self.fmt.meta_order(shard.meta))
-        self._taken({_name(self.fmt, shard): shard.meta["sources"] for shard in ordered})
-        self.stale = None
-        self.summary.rebuilt += bool(reason)
-        self.appender = self.fmt.appender(self.final)
-        self.appender.replay(ordered)
-        self.on_batch(Batch(self.fmt.name, self.final, len(new), loaded.rows, self.mark, reason or None, created))
+        fresh = len([name for name in taken if held is None or name not in held.taken])
+        done = Held(target, 0 if held is None else held.mark, {}, None)
+        self._committed(done, mark, taken, carry)
+        done.appender = self.fmt.appender(target)
+        done.appender.replay(part.shards, carry)
+        self.files[part.name] = done
+        if not created:
+            self.summary.rebuilt += 1
+            reason = reason or "it was not written by this follower"
+        self.on_batch(Batch(self.fmt.name, target, fresh, loaded.rows, mark, None if created else reason, created))
+
+    def _rename(self, held: Held, name: str) -> None:
+        """HELD's steps give it another name: the same file (an open reader keeps it), listed under the new one.
+        Its connection is closed first: SQLite names a transaction's journal after the database's path."""
+        held.appender.close()  # its state is kept
+        target = self.out_dir / name
+        was = held.path
+        try:
+            os.replace(was, target)
+        except OSError as exc:
+            raise OutputError(f"{was}: cannot rename it to {name}: {os_reason(exc)}") from None
+        del self.files[was.name]
+        self.stale.pop(name, None)  # a file there that no record described: replaced, as `trendconv run` would
+        held.path = held.appender.final = target
+        self.files[name] = held
+        self.on_batch(Batch(self.fmt.name, target, 0, 0, held.mark, was=was))
+
+    def _remove(self, held: Held) -> None:
+        """HELD's steps are all in other databases now: removed, if it is still as this follower left it."""
+        held.close()
+        if live.read_mark(held.path) == held.mark:
+            held.path.unlink()
+        record.forget(self.part, held.mark)
+        del self.files[held.path.name]
+        self.on_batch(Batch(self.fmt.name, held.path, 0, 0, held.mark, removed=True))
 
     def _warn(self, warning: str) -> None:
         """Each warning once, when it first arises (a rebuild gives those of its load again)."""
@@ -222,32 +314,24 @@ class Follower:
             self.summary.warnings.append(warning)
             self.on_warning(warning)
 
-    def _taken(self, taken: dict[str, list]) -> None:
-        """The batch committed: TAKEN is what the database holds now."""
+    def _committed(self, held: Held, mark: int, taken: dict[str, list], carry) -> None:
+        """HELD's transaction MARK committed: it holds TAKEN now, and its previous record is superseded."""
         fault_point("follow-committed")
-        self.taken = taken
-        self.mark += 1
-        record.forget_others(self.part, self.mark)
-        self.summary.units = len(taken)
+        record.forget(self.part, held.mark)
+        held.mark, held.taken, held.carry = mark, taken, carry
 
-    def _drop_appender(self) -> None:
-        if self.appender is not None:
-            self.appender.close()
-            self.appender = None
+    def _next_mark(self) -> int:
+        self.last_mark += 1
+        return self.last_mark
 
     def close(self) -> None:
-        self._drop_appender()
+        for held in self.files.values():
+            held.close()
         self.summary.held = sorted(self.held)
+        self.summary.files = [held.path for _, held in sorted(self.files.items())]
+        if self.summary.files:
+            self.summary.db = self.summary.files[0]
 
 
 def _name(fmt: Format, shard: shards.Shard) -> str:
     return fmt.meta_shard_name(shard.meta)
-
-
-def _why_again(again: list[shards.Shard], gone: list[str], taken: dict[str, list]) -> str | None:
-    """Why units the database already holds make this batch a rebuild: rewritten, or gone from DATA."""
-    if again:
-        return f"{again[0].meta['sources'][0]['path']} changed after it was converted"
-    if gone:
-        return f"{taken[gone[0]][0]['path']} is gone from DATA"
-    return None

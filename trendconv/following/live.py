@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import apsw
+
 from trendconv.errors import OutputError
 from trendconv.faults import fault_point
 from trendconv.loading import connection, schema
@@ -27,12 +29,17 @@ def open_live(final: Path) -> connection.Connection:
 
 
 def read_mark(final: Path) -> int:
-    """The batch FINAL holds (0: none of a follower's, or no database)."""
+    """The batch FINAL holds (0: none of a follower's, no database, or a file that is not one: never ours)."""
     if not final.is_file():
         return 0
-    conn = connection.Connection(final)
+    try:
+        conn = connection.Connection(final)
+    except apsw.Error:
+        return 0
     try:
         return int(conn.execute(schema.READ_MARK).fetchall()[0][0])
+    except apsw.Error:
+        return 0
     finally:
         conn.close()
 

@@ -17,12 +17,10 @@ from trendconv.shards import Shard
 from trendconv.summaries import LoadSummary
 
 
-def rebuild(fmt: Format, shard_list: list[Shard], final: Path, mark: int, *, index: bool) -> LoadSummary:
-    """FINAL as a batch build of SHARD_LIST makes it, marked MARK: moved into place when there is no database
-    yet, else copied into it."""
-    builder = stage_shards(
-        fmt, sorted(shard_list, key=lambda shard: fmt.meta_order(shard.meta)), final.parent, index=index
-    )
+def rebuild(fmt: Format, shard_list: list[Shard], final: Path, mark: int, *, index: bool, carry=None) -> LoadSummary:
+    """FINAL as a batch build of SHARD_LIST (in the order a batch build takes them; CARRY for one database of a
+    split) makes it, marked MARK: moved into place when there is no database yet, else copied into it."""
+    builder = stage_shards(fmt, shard_list, final.parent, index=index, name=final.name, carry=carry)
     try:
         _Copy(builder.tmp).mark(mark)
         if final.exists():

@@ -80,17 +80,24 @@ class Appender(Protocol):
     open sees each batch whole (trendconv.following, docs/live.md). Ids follow the format's batch builder: `replay`
     and `append` of shards in the order the database took them give its state and rows.
 
-    After `Refused` or any failure the appender is closed and a new one made (its state is then unknown).
+    After `Refused` or any failure the appender is closed and a new one made (its state is then unknown); `close`
+    alone only closes its connection.
     """
 
-    final: Path  # the database, which exists
+    final: Path  # the database, which exists (a follower sets it when it renames the file, after `close`)
 
-    def replay(self, shard_list: list[Shard]) -> None:
-        """Take SHARD_LIST, which the database already holds, in the order it took them: state only, no writes."""
+    def replay(self, shard_list: list[Shard], carry: Any = None) -> None:
+        """Take SHARD_LIST, which the database already holds, in the order it took them, built with CARRY (one
+        database of a split: `Format.carry` of the run then): state only, no writes."""
 
-    def append(self, shard_list: list[Shard], mark: int) -> int:
-        """Add SHARD_LIST (in processing order) in one transaction that also records MARK (trendconv.following);
-        the number of trend rows added. Refused, before anything is committed, when they cannot follow."""
+    def moved(self, carry: Any) -> str | None:
+        """Why CARRY (of the run as it is now; None: the database is the whole run) would put rows already in at
+        other global steps, or None: the follower then rebuilds the database in place."""
+
+    def append(self, shard_list: list[Shard], mark: int, carry: Any = None) -> int:
+        """Add SHARD_LIST (in processing order) in one transaction that also records MARK (trendconv.following),
+        with CARRY as `moved` takes it; the number of trend rows added. Refused, before anything is committed, when
+        they cannot follow."""
 
     def close(self) -> None: ...
 

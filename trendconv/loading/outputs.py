@@ -32,7 +32,7 @@ def replace_set(out_dir: Path, stem: str, names: list[str]) -> list[str]:
     if names != [stem] or record.exists():  # an unsplit output alone needs none: its one name is always replaced
         _write_record(out_dir, stem, names)
     warnings = []
-    for path in _family(out_dir, stem):
+    for path in family(out_dir, stem):
         if path.name in names:
             continue
         if old.get(path.name) == _identity(path):
@@ -45,7 +45,7 @@ def replace_set(out_dir: Path, stem: str, names: list[str]) -> list[str]:
     return warnings
 
 
-def _family(out_dir: Path, stem: str) -> list[Path]:
+def family(out_dir: Path, stem: str) -> list[Path]:
     """The files of OUT_DIR an output named STEM may have written: STEM itself and its split parts."""
     base = re.escape(stem.removesuffix(DB_SUFFIX))
     pattern = re.compile(rf"{re.escape(stem)}|{base}\.steps-\d+-\d+{re.escape(DB_SUFFIX)}")

@@ -15,7 +15,7 @@ import pyarrow as pa
 from trendconv import shards
 from trendconv.following import live
 from trendconv.formats.contract import Refused
-from trendconv.formats.dump.builder import DumpBuilder
+from trendconv.formats.dump.builder import DumpBuilder, first_global_steps
 from trendconv.formats.dump.ids import TargetIds
 from trendconv.formats.dump.metrics import METRICS, STATS
 from trendconv.formats.dump.tags import tags_of
@@ -63,15 +63,33 @@ class DumpAppender(DumpBuilder):
         self._writer = _Rows()
         self._last: tuple | None = None
         self._conn = None
+        self._firsts: dict[int, int] = {}  # each step's first global step, as its rows have it
+        self._metas: list[dict] = []
 
-    def replay(self, shard_list: list[shards.Shard]) -> None:
+    def replay(self, shard_list: list[shards.Shard], carry=None) -> None:
+        self._carry = _mapping(carry)
         for shard in shard_list:
             self._take(shard)
         self._writer.tables.clear()
 
+    def moved(self, carry) -> str | None:
+        """Why CARRY (of the run as it is now; None: this database is the whole run) would give rows already in
+        other global steps, or None."""
+        expected = _mapping(carry) if carry is not None else first_global_steps(self._metas)
+        if expected is None:  # step mode: the global step is the step
+            return None
+        for step, first in self._firsts.items():
+            if expected.get(step) != first:
+                return f"the micro-step slots of step {step} moved (a step before it came late or grew)"
+        return None
+
     @writes_db
-    def append(self, shard_list: list[shards.Shard], mark: int) -> int:
+    def append(self, shard_list: list[shards.Shard], mark: int, carry=None) -> int:
         self._check_order(shard_list)
+        reason = self.moved(carry)
+        if reason is not None:
+            raise Refused(reason)
+        self._carry = _mapping(carry)
         for shard in shard_list:
             self._take(shard)
         if self._conn is None:
@@ -95,7 +113,12 @@ class DumpAppender(DumpBuilder):
 
     def _take(self, shard: shards.Shard) -> None:
         self.add(shard)
+        self._metas.append(shard.meta)
         self._last = (shard.meta["step"], shard.meta["rank"])
+
+    def _advance_step(self, step: int) -> None:
+        super()._advance_step(step)
+        self._firsts.setdefault(step, self._offset)
 
     def _write_dimensions(self) -> None:
         """New targets, the sequence, the global_stats row and the tags, as `seal` writes them."""
@@ -120,3 +143,8 @@ class DumpAppender(DumpBuilder):
 
     def abort(self) -> None:
         self.close()
+
+
+def _mapping(carry) -> dict[int, int] | None:
+    """A carry as `Format.carry` gives it, or as a follower's record keeps it (its pairs)."""
+    return None if carry is None else {int(step): first for step, first in dict(carry).items()}

@@ -45,15 +45,27 @@ class MonitorAppender(MonitorBuilder):
         self._pending_rows = 0
         self._metas: list[dict] = []
 
-    def replay(self, shard_list: list[shards.Shard]) -> None:
-        self._use_plan(plan_monitor(self._metas + [shard.meta for shard in shard_list]))
+    def replay(self, shard_list: list[shards.Shard], carry=None) -> None:
+        self._carry = carry
+        self._use_plan(plan_monitor(self._metas + [shard.meta for shard in shard_list], carry))
         self._take(shard_list)
         self._rows()
 
+    def moved(self, carry) -> str | None:
+        """Why CARRY (of the run as it is now; None: this database is the whole run) would give rows already in
+        other global steps, or None."""
+        if not self._metas:
+            return None
+        new = plan_monitor(self._metas, carry)
+        if (new.min_step, new.max_step) != (self._plan.min_step, self._plan.max_step):
+            return f"its global steps are now {new.min_step}-{new.max_step} (a step before it came late or grew)"
+        return _moved(self._plan, new, self._metas)
+
     @writes_db
-    def append(self, shard_list: list[shards.Shard], mark: int) -> int:
-        plan = plan_monitor(self._metas + [shard.meta for shard in shard_list])
+    def append(self, shard_list: list[shards.Shard], mark: int, carry=None) -> int:
+        plan = plan_monitor(self._metas + [shard.meta for shard in shard_list], carry)
         self._check_plan(plan)
+        self._carry = carry
         self._use_plan(plan)
         self._take(shard_list)
         if self._conn is None:
@@ -76,9 +88,9 @@ class MonitorAppender(MonitorBuilder):
             return
         if (plan.metrics, plan.stats) != (old.metrics, old.stats):
             raise Refused("the metrics or their stat columns changed")
-        moved = [step for step, offset in old.offsets.items() if plan.offsets[step] != offset]
-        if moved:
-            raise Refused(f"the micro-step slots of step {min(moved)} moved (a step before it came late or grew)")
+        reason = _moved(old, plan, self._metas)
+        if reason is not None:
+            raise Refused(reason)
 
     def _take(self, shard_list: list[shards.Shard]) -> None:
         for shard in shard_list:
@@ -134,6 +146,16 @@ class MonitorAppender(MonitorBuilder):
 
     def abort(self) -> None:
         self.close()
+
+
+def _moved(old: MonitorPlan, new: MonitorPlan, metas: list[dict]) -> str | None:
+    """Why the rows of METAS, placed by OLD, would be elsewhere by NEW: a step's first slot moved (in a split,
+    the steps of other databases do not matter here)."""
+    steps = sorted({step for meta in metas for step, _ in meta["micro_steps_per_step"]})
+    moved = [step for step in steps if old.offsets.get(step) != new.offsets.get(step)]
+    if moved:
+        return f"the micro-step slots of step {moved[0]} moved (a step before it came late or grew)"
+    return None
 
 
 def _clean(table: pa.Table, stat: str, nulls: pa.Array) -> pa.Array:
