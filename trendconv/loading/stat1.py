@@ -5,6 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# Up to this many rows, a batch's (metric, step) pairs are gathered in Python: a group_by costs a fifth of a
+# millisecond whatever the size, as much as a tiny shard's whole insert (benchmarks/RESULTS-scale.md).
+_SMALL = 1024
+
 
 class Stat1Counts:
     """How many distinct values each prefix of trend_data's keys takes, counted as batches of rows go in, so that
@@ -28,8 +32,9 @@ class Stat1Counts:
         self.ranks.add(rank)
         self.rank_steps += 1 + _count_true(new_step)
         self.rank_step_targets += 1 + _count_true(pc.or_(new_step, pc.not_equal(targets[1:], targets[:-1])))
-        pairs = rows.group_by(["metric_id", "step"]).aggregate([])
-        self.metric_steps.update(zip(pairs["metric_id"].to_pylist(), pairs["step"].to_pylist()))
+        if rows.num_rows > _SMALL:
+            rows = rows.group_by(["metric_id", "step"]).aggregate([])
+        self.metric_steps.update(zip(rows["metric_id"].to_pylist(), rows["step"].to_pylist()))
 
     def stat1_rows(self, rows: int, metric_targets: int) -> list[tuple[str, str, str]]:
         """What ANALYZE writes to sqlite_stat1 for trend_data's primary key and its two read indexes."""

@@ -30,6 +30,9 @@ from trendconv.loading.writer import Writer
 from trendconv.options import options_text
 from trendconv.summaries import LoadSummary
 
+# A shard of more rows than this is read by Arrow's threads; a smaller one faster without them.
+_THREADED_ROWS = 65536
+
 
 class DumpBuilder:
     """Feed shards in (step, rank) order with `add`, then `seal` to complete the database and `publish` to move
@@ -66,7 +69,7 @@ class DumpBuilder:
         self._advance_step(shard.meta["step"])
         self._count_micro_steps(shard.meta)
         self._max_rank = max(self._max_rank, shard.meta["rank"])
-        table = shards.read_rows(shard.path, SCHEMA)
+        table = shards.read_rows(shard.path, SCHEMA, use_threads=shard.meta["rows"] > _THREADED_ROWS)
         self._check_rows(shard, table)
         self._insert_rows(shard, table)
         self.summary.shards += 1
