@@ -9,10 +9,10 @@ rest. That brings the first parsed shard half a second sooner, and `--help` need
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 from typer.exceptions import TyperException
 
@@ -519,14 +519,11 @@ def inspect(
 
     Example: trendconv inspect ./out/.trendconv --json
     """
-    import trendconv
     from trendconv import inspection
 
-    document = trendconv.inspect(work, format=input_format)
-    if as_json:
-        typer.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
-    else:
-        typer.echo(inspection.format_inspection(document))
+    # written shard by shard: a WORK of 100,000 shards is not held in memory as one document
+    inspection.write_inspection(work, input_format, sys.stdout.write, as_json=as_json)
+    sys.stdout.write("\n")
 
 
 @app.command()
