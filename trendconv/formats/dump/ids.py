@@ -72,6 +72,23 @@ class TargetIds:
         self._insert_new_uses(ids.uses(metric_ids, slots), flushes, known_slots)
         return self._slot_ids.take(slots)
 
+    def known_ids(self, names: pa.DictionaryArray, indexes: pa.Array, metric_ids: pa.Array) -> pa.Array | None:
+        """The target id of every row, if no row brings a target or a use of one not seen before (then no insert
+        of msprobe's takes a number, and the rows of several files can be looked up at once); else None, and
+        nothing is changed."""
+        numbers = [self._name_numbers.get(name) for name in names.dictionary.to_pylist()]
+        if None in numbers or (len(indexes) and pc.max(indexes).as_py() >= self._INDEX_LIMIT):
+            return None
+        keys = pc.add(pc.shift_left(pa.array(numbers, pa.int64()).take(names.indices), self._SHIFT), indexes)
+        positions = pc.index_in(keys, value_set=self._known)
+        if positions.null_count:
+            return None
+        slots = positions.cast(pa.int64())
+        distinct = pc.unique(ids.uses(metric_ids, slots))
+        if not pc.all(pc.is_in(distinct, value_set=self._used)).as_py():
+            return None
+        return self._slot_ids.take(slots)
+
     def _slots_packed(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
         numbers = pa.array([self._name_number(name) for name in names.dictionary.to_pylist()], pa.int64())
         keys = pc.add(pc.shift_left(numbers.take(names.indices), self._SHIFT), indexes)
