@@ -15,7 +15,7 @@ from trendconv.formats import Builder, Format
 from trendconv.loading.build import add_shards, stage_shards
 from trendconv.loading.outputs import replace_set
 from trendconv.loading.parts import build_parts, check_size, combined, jobs_of
-from trendconv.loading.records import Metas, packed
+from trendconv.loading.records import Metas, ShardList
 from trendconv.loading.split import Part, Partitioner, Split, db_stem, partition
 from trendconv.summaries import LoadSummary
 
@@ -101,9 +101,9 @@ class Feeder:
         self.ready: dict[Path, dict] = {}
         self.next = 0
         self.seconds = 0.0
-        self.done: list = []  # every shard, in processing order, as it was taken: packed (trendconv.loading.records)
+        self.done = ShardList()  # every shard, in processing order, as it was taken (trendconv.loading.records)
         self.partitioner = Partitioner(fmt, split)
-        self.group: tuple[tuple[int, int], list[shards.Shard], list] | None = None
+        self.group: tuple[tuple[int, int], list[shards.Shard]] | None = None
         self.streaming = fmt.streams and split.steps is None
         self.builder: Builder | None = None  # the first database, loaded while parsing
 
@@ -155,30 +155,27 @@ class Feeder:
         while self.next < len(self.order) and self.order[self.next] in self.ready:
             path = self.order[self.next]
             shard = shards.Shard(path, self.ready.pop(path))
-            record = packed(shard)
-            self.done.append(record)
+            self.done.append(shard)
             self.next += 1
             if self.fmt.streams:
-                self._group_of(shard, record)
+                self._group_of(shard)
         self.seconds += time.perf_counter() - started
 
-    def _group_of(self, shard: shards.Shard, record) -> None:
-        """SHARD whole, to load while the output is one database, and packed (RECORD), for the split."""
+    def _group_of(self, shard: shards.Shard) -> None:
         steps = self.fmt.meta_steps(shard.meta) or (0, 0)
         if self.group is not None and self.group[0] != steps:
             self._close_group()
         if self.group is None:
-            self.group = (steps, [], [])
+            self.group = (steps, [])
         self.group[1].append(shard)
-        self.group[2].append(record)
 
     def _close_group(self) -> None:
         """A whole group is ready: it goes to the first database while the output is one, else it waits."""
         if self.group is None:
             return
-        steps, members, records = self.group
+        steps, members = self.group
         self.group = None
-        starts = self.partitioner.add(steps, records)
+        starts = self.partitioner.add(steps, members)
         if not self.streaming:
             return
         if starts and self.builder is not None:  # a second database: the first is complete, indexed meanwhile
