@@ -23,10 +23,15 @@ from trendconv import shards
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """A shard whose meta is kept as JSON bytes: `meta` is a fresh dict on each use, so read it once."""
+    """A shard whose meta is kept as JSON bytes and its path as text (a Path object is some 400 bytes): `path` and
+    `meta` are new objects on each use, so read them once."""
 
-    path: Path
+    where: str
     packed: bytes
+
+    @property
+    def path(self) -> Path:
+        return Path(self.where)
 
     @property
     def meta(self) -> dict:
@@ -37,18 +42,13 @@ def packed(shard: shards.Shard | Packed) -> Packed:
     if isinstance(shard, Packed):
         return shard
     # copied to a bytes object of its own size: orjson's own keeps the 4 kB it was written into
-    return Packed(shard.path, bytes(memoryview(orjson.dumps(shard.meta))))
+    return Packed(str(shard.path), bytes(memoryview(orjson.dumps(shard.meta))))
 
 
 def unpacked(shard: shards.Shard | Packed) -> shards.Shard:
     if isinstance(shard, Packed):
         return shards.Shard(shard.path, shard.meta)
     return shard
-
-
-def unpacked_all(shard_list: Iterable[shards.Shard | Packed]) -> Iterator[shards.Shard]:
-    """Each shard whole, one at a time: only the one being loaded holds its meta as a dict."""
-    return (unpacked(shard) for shard in shard_list)
 
 
 class Metas(Sequence):
