@@ -55,6 +55,10 @@ class DumpBuilder:
     """Feed shards in (step, rank) order with `add`, then `seal` to complete the database and `publish` to move
     it into place (or `abort`)."""
 
+    # Small shards waiting to be prepared together; None (a subclass that needs each shard's rows as it is
+    # added, as the appender of trendconv.formats.dump.append does) prepares each alone.
+    _pending: _Pending | None = None
+
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True, name: str | None = None, carry: dict | None = None):
         self.out_dir = out_dir
@@ -147,7 +151,7 @@ class DumpBuilder:
         if table.num_rows == 0:
             return
         prepared = (table, _metric_id_column(table, self._metric_ids, shard.path), self._global_steps(shard, table))
-        if table.num_rows > _SMALL_SHARD:
+        if self._pending is None or table.num_rows > _SMALL_SHARD:
             self._insert_pending()
             self._insert_one(*prepared)
             return
@@ -171,6 +175,8 @@ class DumpBuilder:
         no shard's numbering depends on another's. Otherwise the first half goes first (each alone at last),
         then the rest."""
         if batch is None:
+            if not self._pending:
+                return
             batch, self._pending = self._pending, _Pending()
         if len(batch) <= 1:
             for prepared in batch:
