@@ -9,6 +9,7 @@ rest. That brings the first parsed shard half a second sooner, and `--help` need
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -522,8 +523,12 @@ def inspect(
     from trendconv import inspection
 
     # written shard by shard: a WORK of 100,000 shards is not held in memory as one document
-    inspection.write_inspection(work, input_format, sys.stdout.write, as_json=as_json)
-    sys.stdout.write("\n")
+    try:
+        inspection.write_inspection(work, input_format, sys.stdout.write, as_json=as_json)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped reading (`| head`): not a failure, and nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush is quiet too
 
 
 @app.command()
