@@ -52,8 +52,8 @@ def unpacked(shard: shards.Shard | Packed) -> shards.Shard:
 
 
 class Metas(Sequence):
-    """The metas of a list of shards, each decoded when asked for: what `Format.carry` and `Builder.plan` read
-    without every meta being a dict at once."""
+    """The metas of a list of shards, each decoded when asked for: what `Format.carry` reads without every meta
+    being a dict at once."""
 
     def __init__(self, shard_list: Sequence[shards.Shard | Packed]):
         self._shards = shard_list
