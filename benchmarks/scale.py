@@ -5,9 +5,10 @@
 Generates STEPS x RANKS tiny file sets (`datagen.dump --tiny`, one micro batch) once for the largest size and
 hard-links the first steps of it for the smaller ones, then per size: `run` (scan, parse, load; peak RSS of the
 main process and of every worker), a re-run that reuses every shard (the per-file-set overhead of scan, reuse
-check and load alone), `trendconv inspect` (time, peak RSS) and, when `trendconv run --help` lists
-`--split-steps`, a split load of the same shards (the files' sizes). Writes benchmarks/RESULTS-scale.md.
-The scratch directory is deleted at the end unless --keep.
+check and load alone), `trendconv inspect --json` (time, peak RSS) and a split run of the same data reusing the
+same shards (`--split-steps`, built by `--load-workers` loader processes: time, the files' sizes, the peak RSS of
+the main process and of each loader). Between two sizes, what grows per file set (time and memory) is the slope.
+Writes benchmarks/RESULTS-scale.md. The scratch directory is deleted at the end unless --keep.
 """
 
 from __future__ import annotations
@@ -27,7 +28,20 @@ from datagen.dump import generate
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = Path(os.environ.get("TMPDIR", "/tmp")) / "trendconv-scale"
-SPLIT_STEPS = 10  # step directories per file of the split output, when trendconv offers --split-steps
+SPLIT_STEPS = 10  # step directories per file of the split output
+# The split run, in a fresh process like benchmarks.drive: its own peak RSS and stage times as JSON.
+SPLIT_DRIVER = """
+import json, resource, sys
+from pathlib import Path
+from trendconv.executors import prestart
+data, out, work, workers, steps = sys.argv[1:]
+prestart(int(workers), Path(data))
+import trendconv
+[summary] = trendconv.convert(Path(data), Path(out), work=Path(work), workers=int(workers),
+                              split_steps=int(steps), load_workers=int(workers))
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": summary.seconds, "rss_main_kib": rss, "rows": summary.load.rows}))
+"""
 
 
 def _hwm_kib(pid: int) -> int:
@@ -121,11 +135,6 @@ def linked_subset(full: Path, target: Path, steps: int) -> Path:
     return target
 
 
-def split_supported() -> bool:
-    found = subprocess.run(["trendconv", "run", "--help"], capture_output=True, text=True, check=True).stdout
-    return "--split-steps" in found
-
-
 def data_bytes(data: Path) -> int:
     return sum(entry.stat().st_size for entry in data.rglob("*.json"))
 
@@ -151,7 +160,7 @@ def bench_size(root: Path, full: Path, steps: int, ranks: int, workers: int) -> 
         "db_bytes": sum(path.stat().st_size for path in out.glob("*.trend.db")),
         "work_bytes": sum(path.stat().st_size for path in (out / ".trendconv").rglob("*") if path.is_file()),
         "inspect": {"seconds": inspect["seconds"], "peak_kib": inspect["tree_max_kib"]},
-        "split": split_run(data, out, workers) if split_supported() else None,
+        "split": split_run(data, out, workers),
     }
     shutil.rmtree(data)
     shutil.rmtree(out)
@@ -169,17 +178,22 @@ def _run_numbers(measured: dict) -> dict:
 
 
 def split_run(data: Path, out: Path, workers: int) -> dict:
-    """A load of the same shards into files of SPLIT_STEPS step directories each, with --load-workers if offered."""
+    """A run of the same data into files of SPLIT_STEPS step directories each, reusing the shards of OUT's WORK,
+    the files built by WORKERS loader processes."""
     split = out.parent / f"{out.name}_split"
-    command = ["trendconv", "run", str(data), "--db", str(split), "--work", str(out / ".trendconv")]
-    command += ["-j", str(workers), "-q", "--split-steps", str(SPLIT_STEPS)]
-    found = subprocess.run(["trendconv", "run", "--help"], capture_output=True, text=True, check=True).stdout
-    if "--load-workers" in found:
-        command += ["--load-workers", str(workers)]
-    measured = measure(command)
+    command = [sys.executable, "-c", SPLIT_DRIVER, str(data), str(split), str(out / ".trendconv"), str(workers)]
+    measured = measure([*command, str(SPLIT_STEPS)])
+    report = json.loads(measured["stdout"])
     sizes = {path.name: path.stat().st_size for path in sorted(split.glob("*.trend.db"))}
     shutil.rmtree(split)
-    return {"seconds": measured["seconds"], "files": sizes, "peak_kib": measured["tree_max_kib"]}
+    return {
+        "wall": measured["seconds"],
+        "stages": report["seconds"],
+        "rows": report["rows"],
+        "files": sizes,
+        "main_peak_kib": report["rss_main_kib"],
+        "worker_peaks_kib": measured["children_kib"],
+    }
 
 
 def machine() -> dict:
@@ -221,15 +235,57 @@ def markdown(results: list[dict], generated: float, args) -> str:
             f"| {workers} | {r['inspect']['seconds']:.2f} | {mib(r['inspect']['peak_kib'])} "
             f"| {r['db_bytes'] / 2**20:.1f} | {r['work_bytes'] / 2**20:.0f} |"
         )
-    lines += ["", "Split output (`--split-steps`):", ""]
+    lines += [
+        "",
+        f"Split output (`--split-steps {SPLIT_STEPS} --load-workers {args.workers}`, the same data, every shard "
+        "reused):",
+        "",
+        "| file sets | total s | load s | files | smallest MiB | largest MiB | all files MiB | main peak RSS MiB "
+        "| other processes' peak RSS MiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in results:
-        if r["split"] is None:
-            lines.append(f"- {r['file_sets']:,} file sets: not measured, `trendconv run --help` has no --split-steps")
-            continue
-        sizes = ", ".join(f"{name} {size / 2**20:.2f} MiB" for name, size in r["split"]["files"].items())
-        lines.append(f"- {r['file_sets']:,} file sets, {r['split']['seconds']:.1f} s: {sizes}")
+        split = r["split"]
+        sizes = list(split["files"].values())
+        others = ", ".join(f"{role} {mib(kib)}" for role, kib in split["worker_peaks_kib"]) or "-"
+        lines.append(
+            f"| {r['file_sets']:,} | {split['wall']:.1f} | {split['stages'].get('load', 0):.1f} | {len(sizes)} "
+            f"| {min(sizes) / 2**20:.2f} | {max(sizes) / 2**20:.2f} | {sum(sizes) / 2**20:.1f} "
+            f"| {mib(split['main_peak_kib'])} | {others} |"
+        )
+    lines += ["", "Growth per file set between two sizes (the slope: what each further file set costs):", ""]
+    lines += growth(results)
     lines += ["", "Raw numbers:", "", "```json", json.dumps(results, indent=1), "```", ""]
     return "\n".join(lines)
+
+
+def growth(results: list[dict]) -> list[str]:
+    """Per further file set between consecutive sizes: run and re-run time, and the peak RSS of run's main
+    process, inspect and the split run's main process."""
+    lines = [
+        "| from - to | run ms | re-run ms | run main RSS bytes | inspect RSS bytes | split main RSS bytes |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for low, high in zip(results, results[1:]):
+        cells = [_slope(low, high, path, scale) for path, scale in _SLOPES]
+        lines.append(f"| {low['file_sets']:,} - {high['file_sets']:,} | " + " | ".join(cells) + " |")
+    return lines
+
+
+_SLOPES = [
+    (("run", "wall"), 1000),
+    (("rerun", "wall"), 1000),
+    (("run", "main_peak_kib"), 1024),
+    (("inspect", "peak_kib"), 1024),
+    (("split", "main_peak_kib"), 1024),
+]
+
+
+def _slope(low: dict, high: dict, path: tuple[str, str], scale: int) -> str:
+    """(HIGH - LOW) / the file sets between them, times SCALE (ms of seconds, bytes of KiB)."""
+    group, key = path
+    value = scale * (high[group][key] - low[group][key]) / (high["file_sets"] - low["file_sets"])
+    return f"{value:.0f}" if scale == 1024 else f"{value:.2f}"
 
 
 def main(argv: list[str] | None = None) -> None:

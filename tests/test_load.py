@@ -815,3 +815,27 @@ def test_ids_follow_msprobe_flushes(tmp_path):
         (0, 15001, 1, 6.0),
         (1, 15001, 2, 8.0),
     ]
+
+
+@pytest.mark.parametrize("micro_step", [True, False])
+def test_small_shards_prepared_together_give_the_bytes_of_each_alone(tmp_path, monkeypatch, micro_step):
+    """Tiny shards are prepared many at a time when they bring no new target; shards that do (a new file set's
+    targets in the middle of a step, a duplicate row) are numbered alone, and the bytes are those of every shard
+    prepared alone."""
+    from trendconv.formats.dump import builder, ids
+
+    generate(tmp_path / "data", steps=3, ranks=40, layers=1, micro_batches=1, tiny=True, seed=5)
+    write_file_set(tmp_path / "data" / "step1" / "rank17", A2_DATA, A2_CONSTRUCT)  # new targets, a duplicate
+    write_file_set(tmp_path / "data" / "step2" / "rank3", A1_DATA, A1_CONSTRUCT)
+    looked_up = []
+    known_ids = ids.TargetIds.known_ids
+    monkeypatch.setattr(
+        ids.TargetIds, "known_ids", lambda self, *args: looked_up.append(known_ids(self, *args)) or looked_up[-1]
+    )
+    together = convert(tmp_path / "data", tmp_path / "together", micro_step=micro_step)
+    batches = [found is not None for found in looked_up]
+    assert batches.count(True) >= 2 and batches.count(False) >= 1  # both ways were taken
+    monkeypatch.setattr(builder, "_SMALL_SHARD", 0)
+    alone = convert(tmp_path / "data", tmp_path / "alone", micro_step=micro_step)
+    assert (together.rows, together.duplicates) == (alone.rows, alone.duplicates)
+    assert together.db.read_bytes() == alone.db.read_bytes()

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from helpers import A1_CONSTRUCT, invoke, make_data, run_cli
 
+from datagen.dump import generate
 from trendconv import api, inspection, workdir
 
 
@@ -188,6 +192,38 @@ def test_inspect_without_data(tmp_path):
         f"sources not checked: {data}: no dump data: no step directory holds a rank*/proc* directory with a dump.json"
     )
     assert [(s["shard"], s["status"]) for s in document["shards"]] == [("step0_rank0.parquet", "ok")]
+
+
+@pytest.mark.parametrize("shards_left", [True, False])
+def test_inspect_streamed_is_the_document(tmp_path, shards_left):
+    """The command line writes shard by shard exactly what the Python API's document prints as."""
+    data = make_data(tmp_path, steps=2, ranks=2)
+    work = tmp_path / "out" / ".trendconv"
+    api.run(data, tmp_path / "out", api.ParseOptions(), workers=1, input_format="dump")
+    (work / "dump" / "shards" / "step0_rank1.parquet").write_bytes(b"junk")
+    (data / "step1" / "rank0" / "construct.json").write_text(json.dumps(A1_CONSTRUCT, indent=2))
+    if not shards_left:  # no sources and no shards: an empty list
+        for path in [*(work / "dump" / "shards").iterdir(), *data.rglob("*.json")]:
+            path.unlink()
+    document = inspection.inspect_work(work)
+    assert len(document["shards"]) == (4 if shards_left else 0)
+    as_json = invoke("inspect", work, "--json").stdout
+    assert as_json == orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    assert invoke("inspect", work).stdout == inspection.format_inspection(document) + "\n"
+
+
+@pytest.mark.parametrize("as_json", [[], ["--json"]])
+def test_inspect_into_a_pipe_closed_early(tmp_path, as_json):
+    """`trendconv inspect WORK | head`: the reader leaves after a line, and inspect ends quietly, as before it wrote
+    shard by shard."""
+    generate(tmp_path / "data", steps=2, ranks=600, layers=1, micro_batches=1, tiny=True)
+    api.run(tmp_path / "data", tmp_path / "out", api.ParseOptions(), workers=1, input_format="dump")
+    command = [sys.executable, "-m", "trendconv", "inspect", str(tmp_path / "out" / ".trendconv"), *as_json]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = process.stdout.readline()
+    process.stdout.close()  # far less than the output, which is larger than a pipe holds
+    assert (first.split()[0], process.wait(timeout=120), process.stderr.read()) == (first.split()[0], 0, b"")
+    assert first in (b"{\n", f"WORK {tmp_path / 'out' / '.trendconv'} (dump data)\n".encode())
 
 
 def test_data2db_with_msprobe_flags(tmp_path):

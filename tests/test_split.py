@@ -301,3 +301,24 @@ def test_no_temporary_file_or_record_is_left_by_a_split_but_its_own(dump_data, t
     trendconv.convert(dump_data, out, workers=2, split_steps=2)
     assert sorted(os.listdir(out)) == [".dump_data.trend.db.files.json", ".trendconv", *STEP_PARTS]
     assert sqlite3.connect(out / STEP_PARTS[0]).execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+def test_shard_lists_give_back_what_they_were_given():
+    """The load stage's compressed shard lists (trendconv.loading.records): order, indexing, pickling, any byte
+    of a file name, every value of a meta."""
+    import pickle
+
+    from trendconv.loading.records import ShardList, packed
+    from trendconv.shards import Shard
+
+    names = [os.fsdecode(b"/w/\xff-%d.parquet" % number) for number in range(600)]
+    given = [Shard(Path(name), {"rows": n, "f": 0.1, "s": "é", "l": [None, True]}) for n, name in enumerate(names)]
+    kept = ShardList(given[:10])
+    kept.extend(packed(shard) for shard in given[10:300])
+    for shard in given[300:]:
+        kept.append(shard)
+    assert len(kept) == 600 and list(kept) == given
+    assert [kept[0], kept[299], kept[-1], *kept[255:258]] == [given[0], given[299], given[-1], *given[255:258]]
+    assert list(pickle.loads(pickle.dumps(kept))) == given
+    with pytest.raises(IndexError):
+        kept[600]

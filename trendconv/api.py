@@ -19,6 +19,7 @@ from trendconv.faults import fault_point
 from trendconv.formats import Format
 from trendconv.jsonfile import read_python_json
 from trendconv.loading.build import publish_all
+from trendconv.loading.records import packed
 from trendconv.loading.split import Split
 from trendconv.loading.stage import UNSPLIT, Feeder, OutputSet, stage_output
 from trendconv.options import ParseOptions
@@ -157,7 +158,7 @@ def _load_formats(
     """Load each of CHOSEN, WORK locked once for all of them; every manifest is read before any build starts."""
     workdir.require_work(work)
     with workdir.locked(work):
-        shard_lists = [read_manifest(work, fmt) for fmt in chosen]
+        shard_lists = [read_manifest(work, fmt, keep=packed) for fmt in chosen]
         stages = [
             (fmt, functools.partial(_stage_load, fmt, shard_list, out_dir, index, split, executor, progress))
             for fmt, shard_list in zip(chosen, shard_lists)

@@ -1,9 +1,18 @@
-"""`trendconv inspect`: what a WORK directory holds, shard by shard, for a person or a program."""
+"""`trendconv inspect`: what a WORK directory holds, shard by shard, for a person or a program.
+
+`inspect_work` returns the whole document (the Python API); `write_inspection` writes the same text shard by shard
+(the command line), so that its memory does not grow with the number of shards: the JSON as each entry is made,
+the table through a temporary file that holds its cells until every column's width is known.
+"""
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import orjson
 
 from trendconv import formats, schemas, shards, workdir
 from trendconv.errors import DataError, TrendconvError
@@ -19,6 +28,26 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
 
     Without INPUT_FORMAT: the part of WORK of the first format (in registry order) whose parse was started there.
     """
+    head, entries = _inspection(work, input_format)
+    listed = list(entries)
+    return {**head, "shards": listed, "totals": _totals(listed, formats.get(head["input_format"]).metrics)}
+
+
+def write_inspection(work: Path, input_format: str | None, write: Callable[[str], None], *, as_json: bool) -> None:
+    """What `inspect_work` returns, written with WRITE as JSON (as orjson indents it) or as the table of
+    `format_inspection`, one shard at a time."""
+    head, entries = _inspection(work, input_format)
+    fmt = formats.get(head["input_format"])
+    totals = Totals(fmt.metrics)
+    counted = (totals.add(entry) for entry in entries)
+    if as_json:
+        _write_json(head, counted, totals, write)
+    else:
+        _write_table(fmt, head, counted, totals, write)
+
+
+def _inspection(work: Path, input_format: str | None) -> tuple[dict, Iterator[dict]]:
+    """The document's fields before its shards, and its shard entries, made as they are asked for."""
     workdir.require_work(work)
     started = [fmt for fmt in formats.FORMATS.values() if _started(work, fmt)]
     fmt = formats.get(input_format) if input_format else (started or list(formats.FORMATS.values()))[0]
@@ -28,7 +57,7 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
     data = Path(settings["data"])
     selection = from_record(settings.get("selection"))
     entries, note = _entries(part, data, settings["options"], fmt, selection)
-    return {
+    head = {
         "work": str(work),
         "input_format": fmt.name,
         "other_formats": [other.name for other in started if other is not fmt],
@@ -37,9 +66,8 @@ def inspect_work(work: Path, input_format: str | None = None) -> dict:
         "selection": settings.get("selection"),  # what --steps/--ranks selected; None: everything
         "complete": _complete(part, fmt),
         "note": note,
-        "shards": entries,
-        "totals": _totals(entries, fmt.metrics),
     }
+    return head, entries
 
 
 def _started(work: Path, fmt: Format) -> bool:
@@ -55,14 +83,14 @@ def _complete(part: Path, fmt: Format) -> bool:
     return True
 
 
-def _entries(part: Path, data: Path, options: dict, fmt: Format, selection) -> tuple[list[dict], str | None]:
-    """One entry per unit of DATA that the parse selected."""
+def _entries(part: Path, data: Path, options: dict, fmt: Format, selection) -> tuple[Iterator[dict], str | None]:
+    """One entry per unit of DATA that the parse selected, each made when it is asked for."""
     try:
         units = (fmt.scan(data, selection) if selection else fmt.scan(data)).units
     except TrendconvError as exc:
         found = shards.list_shards(part)
-        return [_entry_without_source(part, path, fmt) for path in found], f"sources not checked: {exc}"
-    return [_entry(part, unit, options, fmt) for unit in units], None
+        return (_entry_without_source(part, path, fmt) for path in found), f"sources not checked: {exc}"
+    return (_entry(part, unit, options, fmt) for unit in units), None
 
 
 def _entry(part: Path, unit, options: dict, fmt: Format) -> dict:
@@ -94,18 +122,51 @@ def _shard_entry(label: dict, path: Path, status: str, meta: dict | None, fmt: F
 
 
 def _totals(entries: list[dict], metrics) -> dict:
-    statuses = Counter(entry["status"] for entry in entries)
-    per_metric, skipped = Counter(), Counter()
+    totals = Totals(metrics)
     for entry in entries:
-        per_metric.update(entry["rows_per_metric"])
-        skipped.update(entry["skipped"])
-    return {
-        "shards": len(entries),
-        "status": {status: statuses.get(status, 0) for status in STATUSES},
-        "rows": sum(entry["rows"] for entry in entries),
-        "rows_per_metric": {metric: per_metric.get(metric, 0) for metric in metrics},
-        "skipped": dict(sorted(skipped.items())),
-    }
+        totals.add(entry)
+    return totals.document()
+
+
+class Totals:
+    """The totals of the entries `add` is given."""
+
+    def __init__(self, metrics) -> None:
+        self.metrics, self.shards, self.rows = metrics, 0, 0
+        self.statuses, self.per_metric, self.skipped = Counter(), Counter(), Counter()
+
+    def add(self, entry: dict) -> dict:
+        self.shards += 1
+        self.rows += entry["rows"]
+        self.statuses[entry["status"]] += 1
+        self.per_metric.update(entry["rows_per_metric"])
+        self.skipped.update(entry["skipped"])
+        return entry
+
+    def document(self) -> dict:
+        return {
+            "shards": self.shards,
+            "status": {status: self.statuses.get(status, 0) for status in STATUSES},
+            "rows": self.rows,
+            "rows_per_metric": {metric: self.per_metric.get(metric, 0) for metric in self.metrics},
+            "skipped": dict(sorted(self.skipped.items())),
+        }
+
+
+def _indented(document, spaces: int) -> str:
+    """DOCUMENT as orjson indents it, every line but the first SPACES further in (its place inside the whole)."""
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode().replace("\n", "\n" + " " * spaces)
+
+
+def _write_json(head: dict, entries: Iterator[dict], totals: Totals, write: Callable[[str], None]) -> None:
+    """The text of `orjson.dumps(document, option=OPT_INDENT_2)`, written entry by entry."""
+    write(_indented(head, 0)[:-2] + ',\n  "shards": [')
+    first = True
+    for entry in entries:
+        write(("\n    " if first else ",\n    ") + _indented(entry, 4))
+        first = False
+    write("]" if first else "\n  ]")
+    write(',\n  "totals": ' + _indented(totals.document(), 2) + "\n}")
 
 
 def _selection_text(record: dict | None) -> str:
@@ -114,6 +175,15 @@ def _selection_text(record: dict | None) -> str:
 
 def format_inspection(document: dict) -> str:
     """A table a person can read: one line per shard, then the totals."""
+    fmt = formats.get(document["input_format"])
+    lines = _head_lines(document)
+    lines += _table(fmt, document["shards"])
+    lines.append(_totals_line(document["totals"]))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _head_lines(document: dict) -> list[str]:
+    """The lines before the table."""
     fmt = formats.get(document["input_format"])
     lines = [
         f"WORK {document['work']} ({fmt.name} data)",
@@ -124,9 +194,34 @@ def format_inspection(document: dict) -> str:
         lines.append(document["note"])
     for other in document["other_formats"]:
         lines.append(f"WORK also holds {other} shards: trendconv inspect {document['work']} --format {other}")
-    lines += _table(fmt, document["shards"])
-    lines.append(_totals_line(document["totals"]))
-    return "\n".join(line.rstrip() for line in lines)
+    return [line.rstrip() for line in lines]
+
+
+def _write_table(
+    fmt: Format, head: dict, entries: Iterator[dict], totals: Totals, write: Callable[[str], None]
+) -> None:
+    """`format_inspection`'s text: the rows wait in a temporary file (one JSON array a line) until the widths of
+    the columns are known."""
+    metrics = fmt.metrics if fmt.metric_columns else ()
+    header = (*fmt.label_columns, "status", "rows", *metrics, "skipped")
+    widths = [len(cell) for cell in header[:-1]]
+    left = [False] * len(fmt.label_columns)
+    with tempfile.TemporaryFile() as rows:
+        for entry in entries:
+            row = _row(fmt, entry, metrics)
+            widths = [max(width, len(cell)) for width, cell in zip(widths, row)]
+            left = [was or isinstance(entry[column], str) for was, column in zip(left, fmt.label_columns)]
+            rows.write(orjson.dumps(row) + b"\n")
+        write("\n".join(_head_lines(head)))
+        rows.seek(0)
+        for line in (header, *(orjson.loads(line) for line in rows)):
+            write("\n" + _line(line, widths, left).rstrip())
+    write("\n" + _totals_line(totals.document()))
+
+
+def _line(row, widths: list[int], left: list[bool]) -> str:
+    cells = (_cell(cell, width, i < len(left) and left[i]) for i, (cell, width) in enumerate(zip(row, widths)))
+    return "  ".join(cells) + "  " + row[-1]
 
 
 def _table(fmt: Format, entries: list[dict]) -> list[str]:
@@ -137,12 +232,7 @@ def _table(fmt: Format, entries: list[dict]) -> list[str]:
     rows = [header] + [_row(fmt, entry, metrics) for entry in entries]
     left = [any(isinstance(entry[column], str) for entry in entries) for column in fmt.label_columns]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
-    return [
-        "  ".join(_cell(cell, width, i < len(left) and left[i]) for i, (cell, width) in enumerate(zip(row, widths)))
-        + "  "
-        + row[-1]
-        for row in rows
-    ]
+    return [_line(row, widths, left) for row in rows]
 
 
 def _row(fmt: Format, entry: dict, metrics) -> tuple[str, ...]:

@@ -9,10 +9,11 @@ rest. That brings the first parsed shard half a second sooner, and `--help` need
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 from typer.exceptions import TyperException
 
@@ -521,14 +522,15 @@ def inspect(
 
     Example: trendconv inspect ./out/.trendconv --json
     """
-    import trendconv
     from trendconv import inspection
 
-    document = trendconv.inspect(work, format=input_format)
-    if as_json:
-        typer.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
-    else:
-        typer.echo(inspection.format_inspection(document))
+    # written shard by shard: a WORK of 100,000 shards is not held in memory as one document
+    try:
+        inspection.write_inspection(work, input_format, sys.stdout.write, as_json=as_json)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped reading (`| head`): not a failure, and nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush is quiet too
 
 
 @app.command()

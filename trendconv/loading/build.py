@@ -16,6 +16,7 @@ from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.loading import connection, schema
 from trendconv.loading.indexes import build_indexes
+from trendconv.loading.records import unpacked
 from trendconv.summaries import LoadSummary
 
 DB_MODE = 0o640
@@ -193,7 +194,8 @@ def stage_shards(
 
 
 def add_shards(builder, shard_list: Iterable, on_shard) -> None:
+    """SHARD_LIST (whole or packed, trendconv.loading.records) into BUILDER, each whole only while it is added."""
     for shard in shard_list:
-        builder.add(shard)
+        builder.add(unpacked(shard))
         if on_shard:
             on_shard(shard)

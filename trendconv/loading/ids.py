@@ -8,8 +8,13 @@ from collections.abc import Callable, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_SHIFT = 32
-_LOW = (1 << _SHIFT) - 1
+_BITS = 32
+# Arrow scalars made once: a Python number given to a compute function is converted on every call, and pyarrow
+# then tries (and fails) to import pandas and dateutil, a tenth of a millisecond a call
+# (benchmarks/RESULTS-scale.md).
+_SHIFT = pa.scalar(_BITS, pa.int64())
+_MASK = (1 << _BITS) - 1
+_LOW = pa.scalar(_MASK, pa.int64())
 
 
 def uses(metric_ids: pa.Array, targets: pa.Array) -> pa.Array:
@@ -36,4 +41,4 @@ class FirstUses:
     def add(self, packed: Iterable[int], target_id: Callable[[int], int] = int) -> None:
         """PACKED uses in order (each may repeat); TARGET_ID turns a use's target part into its id."""
         for use in packed:
-            self.by_metric.setdefault(use >> _SHIFT, {})[target_id(use & _LOW)] = None
+            self.by_metric.setdefault(use >> _BITS, {})[target_id(use & _MASK)] = None

@@ -16,14 +16,16 @@ _BATCH_ROWS = 64
 _MAX_PARAMETERS = 999
 VALUE_LIMIT = 1e9
 INF_VALUE = VALUE_LIMIT + 1
+# As Arrow scalars once, not converted on every call (see trendconv.loading.ids).
+_LIMITS = {value: pa.scalar(value, pa.float64()) for value in (VALUE_LIMIT, -VALUE_LIMIT, INF_VALUE, -INF_VALUE, 0.0)}
 
 
 def clean_values(column: pa.ChunkedArray) -> pa.Array:
     """docs/dump-format.md §7 steps 3-5 (docs/monitor-format.md §8 alike): ±inf to ±(1e9+1), clip to ±1e9, NaN to
     NULL (as SQLite stores a bound NaN)."""
     values = column.combine_chunks()
-    clipped = pc.max_element_wise(pc.min_element_wise(values, VALUE_LIMIT), -VALUE_LIMIT)
-    infinite = pc.if_else(pc.greater(values, 0), INF_VALUE, -INF_VALUE)
+    clipped = pc.max_element_wise(pc.min_element_wise(values, _LIMITS[VALUE_LIMIT]), _LIMITS[-VALUE_LIMIT])
+    infinite = pc.if_else(pc.greater(values, _LIMITS[0.0]), _LIMITS[INF_VALUE], _LIMITS[-INF_VALUE])
     cleaned = pc.if_else(pc.is_inf(values), infinite, clipped)
     return pc.if_else(pc.is_nan(values), pa.scalar(None, pa.float64()), cleaned)
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trendconv import formats, interrupt, shards
+from trendconv import formats, interrupt
 from trendconv.errors import OutputError, TrendconvError, internal_error
 from trendconv.executors import Executor, local_executor
 from trendconv.loading.build import publish, remove_dead_temporaries, stage_shards
+from trendconv.loading.records import ShardList
 from trendconv.loading.split import Part
 from trendconv.summaries import LoadSummary
 
@@ -29,7 +30,7 @@ class PartJob:
     format: str
     out_dir: Path
     name: str
-    shards: tuple[tuple[Path, dict], ...]
+    shards: ShardList  # compressed (trendconv.loading.records)
     carry: Any
     index: bool
     max_size: int
@@ -57,11 +58,7 @@ class SealedPart:
 
 def jobs_of(fmt, parts: list[Part], carry: Any, out_dir: Path, *, index: bool, max_size: int) -> list[PartJob]:
     owner = os.getpid()
-    return [PartJob(fmt.name, out_dir, part.name, _shard_items(part), carry, index, max_size, owner) for part in parts]
-
-
-def _shard_items(part: Part) -> tuple[tuple[Path, dict], ...]:
-    return tuple((shard.path, shard.meta) for shard in part.shards)
+    return [PartJob(fmt.name, out_dir, part.name, part.shards, carry, index, max_size, owner) for part in parts]
 
 
 def build_parts(jobs: list[PartJob], *, workers: int, executor: Executor | None = None, on_part=None) -> list:
@@ -102,7 +99,7 @@ def build_part(numbered: tuple[int, PartJob]) -> tuple[int, LoadSummary, dict]:
     try:
         builder = stage_shards(
             fmt,
-            [shards.Shard(path, meta) for path, meta in job.shards],
+            job.shards,
             job.out_dir,
             index=job.index,
             name=job.name,

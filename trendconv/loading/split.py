@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from trendconv.check import PLUGIN_SIZE_LIMIT
 from trendconv.errors import DataError, UsageError, plural
 from trendconv.formats import Format
+from trendconv.loading.records import ShardList
 from trendconv.shards import Shard
 
 DB_SUFFIX = ".trend.db"
@@ -40,7 +41,7 @@ class Part:
 
     first: int
     last: int
-    shards: list[Shard] = field(default_factory=list)
+    shards: ShardList = field(default_factory=ShardList)
     groups: int = 0
     rows: int = 0
     name: str = ""
@@ -135,13 +136,19 @@ def partition(fmt: Format, shard_list: list[Shard], split: Split) -> list[Part]:
     return partitioner.named()
 
 
-def groups(fmt: Format, shard_list: list[Shard]) -> list[tuple[tuple[int, int], list[Shard]]]:
+def groups(fmt: Format, shard_list: list[Shard]) -> list[tuple[tuple[int, int], ShardList]]:
     """The shards by group, in step order; within a group in processing order. A format that cannot split has
     one group."""
-    by_steps: dict[tuple[int, int], list[Shard]] = {}
+    by_steps: dict[tuple[int, int], ShardList] = {}
+    last = None
     for shard in shard_list:
         steps = fmt.meta_steps(shard.meta) or (0, 0)
-        by_steps.setdefault(steps, []).append(shard)
+        if last is not None and last != steps:  # compressed as soon as it ends, if its shards are together
+            by_steps[last].close()
+        by_steps.setdefault(steps, ShardList()).append(shard)
+        last = steps
+    for members in by_steps.values():
+        members.close()
     return sorted(by_steps.items(), key=lambda item: item[0])
 
 

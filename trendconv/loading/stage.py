@@ -15,6 +15,7 @@ from trendconv.formats import Builder, Format
 from trendconv.loading.build import add_shards, stage_shards
 from trendconv.loading.outputs import replace_set
 from trendconv.loading.parts import build_parts, check_size, combined, jobs_of
+from trendconv.loading.records import Metas, Packed, ShardList, packed
 from trendconv.loading.split import Part, Partitioner, Split, db_stem, partition
 from trendconv.summaries import LoadSummary
 
@@ -71,7 +72,7 @@ def _checked(builder: Builder, split: Split) -> Builder:
 
 def _build(fmt, parts: list[Part], shard_list, out_dir, split, index, on_shard, executor) -> list:
     """The databases of PARTS, at the same time; their global steps from every shard (`Format.carry`)."""
-    carry = fmt.carry([shard.meta for shard in shard_list])
+    carry = fmt.carry(Metas(shard_list))
     jobs = jobs_of(fmt, parts, carry, out_dir, index=index, max_size=split.max_size)
 
     def built(part) -> None:
@@ -97,10 +98,11 @@ class Feeder:
         self.fmt, self.out_dir, self.split, self.index = fmt, out_dir, split, index
         self.on_loaded, self.executor = on_loaded, executor
         self.order: list[Path] = []
-        self.ready: dict[Path, dict] = {}
+        # parsed, not yet taken (a shard before it is not ready, or the load is behind): packed meanwhile
+        self.ready: dict[Path, Packed] = {}
         self.next = 0
         self.seconds = 0.0
-        self.done: list[shards.Shard] = []  # every shard, in processing order, as it was taken
+        self.done = ShardList()  # every shard, in processing order, as it was taken (trendconv.loading.records)
         self.partitioner = Partitioner(fmt, split)
         self.group: tuple[tuple[int, int], list[shards.Shard]] | None = None
         self.streaming = fmt.streams and split.steps is None
@@ -111,7 +113,7 @@ class Feeder:
         self.order = [task.shard_path for task in sorted(tasks, key=lambda task: task.order)]
 
     def shard_ready(self, task, meta: dict) -> None:
-        self.ready[task.shard_path] = meta
+        self.ready[task.shard_path] = packed(shards.Shard(task.shard_path, meta))
         if self.fmt.streams:
             self._take()
 
@@ -153,7 +155,7 @@ class Feeder:
         started = time.perf_counter()
         while self.next < len(self.order) and self.order[self.next] in self.ready:
             path = self.order[self.next]
-            shard = shards.Shard(path, self.ready.pop(path))
+            shard = shards.Shard(path, self.ready.pop(path).meta)
             self.done.append(shard)
             self.next += 1
             if self.fmt.streams:

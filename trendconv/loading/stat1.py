@@ -5,14 +5,19 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# Up to this many rows, a batch's (metric, step) pairs are gathered in Python: a group_by costs a fifth of a
+# millisecond whatever the size, as much as a tiny shard's whole insert (benchmarks/RESULTS-scale.md).
+_SMALL = 1024
+
 
 class Stat1Counts:
     """How many distinct values each prefix of trend_data's keys takes, counted as batches of rows go in, so that
     its sqlite_stat1 rows are written without ANALYZE scanning two million rows (a second of the serial tail).
 
-    The caller promises that no two batches share a (rank, step) (the dump loader's batches are shards: a shard
-    holds one rank, and its global steps are its own). So the primary key's prefixes are counted per batch and
-    summed; only (metric, step) and (metric, target) need sets across batches.
+    The caller promises that no two shards share a (rank, step) (a dump shard holds one rank, and its global steps
+    are its own), and gives a batch's rows sorted by shard, then step, then target; a batch of several shards
+    numbers them in a `shard` column. So the primary key's prefixes are counted per shard and summed; only
+    (metric, step) and (metric, target) need sets across batches.
     """
 
     def __init__(self) -> None:
@@ -21,15 +26,19 @@ class Stat1Counts:
         self.rank_step_targets = 0
         self.metric_steps: set[tuple[int, int]] = set()
 
-    def add(self, rank: int, rows: pa.Table) -> None:
-        """ROWS: one batch's trend rows, all of RANK, sorted by step, then target."""
+    def add(self, rows: pa.Table) -> None:
+        """ROWS: one batch's trend rows, sorted by shard (if it has a `shard` column), step, then target."""
         steps, targets = rows["step"].combine_chunks(), rows["target_id"].combine_chunks()
         new_step = pc.not_equal(steps[1:], steps[:-1])
-        self.ranks.add(rank)
+        if "shard" in rows.column_names:
+            shard = rows["shard"].combine_chunks()
+            new_step = pc.or_(new_step, pc.not_equal(shard[1:], shard[:-1]))
+        self.ranks.update(pc.unique(rows["rank"]).to_pylist())
         self.rank_steps += 1 + _count_true(new_step)
         self.rank_step_targets += 1 + _count_true(pc.or_(new_step, pc.not_equal(targets[1:], targets[:-1])))
-        pairs = rows.group_by(["metric_id", "step"]).aggregate([])
-        self.metric_steps.update(zip(pairs["metric_id"].to_pylist(), pairs["step"].to_pylist()))
+        if rows.num_rows > _SMALL:
+            rows = rows.group_by(["metric_id", "step"]).aggregate([])
+        self.metric_steps.update(zip(rows["metric_id"].to_pylist(), rows["step"].to_pylist()))
 
     def stat1_rows(self, rows: int, metric_targets: int) -> list[tuple[str, str, str]]:
         """What ANALYZE writes to sqlite_stat1 for trend_data's primary key and its two read indexes."""

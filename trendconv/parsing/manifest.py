@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from trendconv import schemas, shards, workdir
@@ -40,8 +41,9 @@ def _record_selection(document: dict, options: ParseOptions) -> None:
         document["selection"] = options.selection.record()
 
 
-def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
-    """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it."""
+def read_manifest(work: Path, fmt: Format, keep: Callable = lambda shard: shard) -> list:
+    """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it: each
+    shard as KEEP returns it (the load stage keeps them packed, trendconv.loading.records)."""
     part = workdir.found_part(work, fmt)
     unfinished = "the parse of this WORK did not finish; run `trendconv.parse()` again"
     document = workdir.read_json_document(workdir.manifest_path(part), unfinished, schemas.manifest(fmt.name))
@@ -50,5 +52,5 @@ def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
     for name in document["shards"]:
         if not (directory / name).is_file():
             raise DataError(f"{directory / name}: shard missing; run `trendconv.parse()` again to rebuild it")
-        found.append(shards.read_own(directory, name, fmt))
+        found.append(keep(shards.read_own(directory, name, fmt)))
     return sorted(found, key=lambda shard: fmt.meta_order(shard.meta))

@@ -30,10 +30,34 @@ from trendconv.loading.writer import Writer
 from trendconv.options import options_text
 from trendconv.summaries import LoadSummary
 
+# A shard of more rows than this is read by Arrow's threads; a smaller one faster without them.
+_THREADED_ROWS = 65536
+# Shards of at most _SMALL_SHARD rows are prepared together, up to _BATCH_ROWS rows or _BATCH_SHARDS shards at a
+# time: each Arrow call costs some microseconds whatever its size, which made a tiny shard's preparation most of
+# its load time (benchmarks/RESULTS-scale.md). Few shards wait: the rows Parquet reads hold on to some 30 kB of
+# the reader's memory each. Below msprobe's batch of rows, a file has no flush inside it (ids.flush_starts).
+_SMALL_SHARD = 1024
+_BATCH_ROWS = 8192
+_BATCH_SHARDS = 64
+
+
+class _Pending(list):
+    """Small shards waiting to be inserted together: (rows, metric ids, global steps) each, and their rows."""
+
+    rows = 0
+
+    def append(self, prepared: tuple) -> None:
+        super().append(prepared)
+        self.rows += prepared[0].num_rows
+
 
 class DumpBuilder:
     """Feed shards in (step, rank) order with `add`, then `seal` to complete the database and `publish` to move
     it into place (or `abort`)."""
+
+    # Small shards waiting to be prepared together; None (a subclass that needs each shard's rows as it is
+    # added, as the appender of trendconv.formats.dump.append does) prepares each alone.
+    _pending: _Pending | None = None
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True, name: str | None = None, carry: dict | None = None):
@@ -59,6 +83,7 @@ class DumpBuilder:
         self.tmp = prepare_build(out_dir, self.final.name)
         self._conn = _create(self.tmp)
         self._writer = Writer(self._conn, STATS, clean=True)
+        self._pending = _Pending()
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -66,7 +91,7 @@ class DumpBuilder:
         self._advance_step(shard.meta["step"])
         self._count_micro_steps(shard.meta)
         self._max_rank = max(self._max_rank, shard.meta["rank"])
-        table = shards.read_rows(shard.path, SCHEMA)
+        table = shards.read_rows(shard.path, SCHEMA, use_threads=shard.meta["rows"] > _THREADED_ROWS)
         self._check_rows(shard, table)
         self._insert_rows(shard, table)
         self.summary.shards += 1
@@ -122,24 +147,55 @@ class DumpBuilder:
         self._widest = max(self._widest, (abs(count), count, _construct_json(meta)))
 
     def _insert_rows(self, shard: shards.Shard, table: pa.Table) -> None:
+        """A small shard waits to be prepared with the next ones (`_Pending`); a larger one goes alone."""
         if table.num_rows == 0:
             return
-        metric_ids = _metric_id_column(table, self._metric_ids, shard.path)
+        prepared = (table, _metric_id_column(table, self._metric_ids, shard.path), self._global_steps(shard, table))
+        if self._pending is None or table.num_rows > _SMALL_SHARD:
+            self._insert_pending()
+            self._insert_one(*prepared)
+            return
+        self._pending.append(prepared)
+        if self._pending.rows >= _BATCH_ROWS or len(self._pending) >= _BATCH_SHARDS:
+            self._insert_pending()
+
+    def _insert_one(self, table: pa.Table, metric_ids: pa.Array, steps: pa.Array) -> None:
+        """One shard's rows, their target ids numbered as msprobe does (trendconv.formats.dump.ids)."""
         names = table["target_name"].combine_chunks()
         flushes = flush_starts(table["key"])
         target_ids = self._ids.target_ids(names, table["micro_step"].combine_chunks(), metric_ids, flushes)
-        steps = self._global_steps(shard, table)
-        rows = pa.table(
-            {
-                "rank": table["rank"],
-                "step": steps,
-                "target_id": target_ids,
-                "metric_id": metric_ids,
-                **{stat: table[stat] for stat in STATS},
-            }
-        ).sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
-        self._stat1.add(shard.meta["rank"], rows)
+        rows = _trend_rows(table, steps, target_ids, metric_ids)
+        rows = rows.sort_by([("step", "ascending"), ("target_id", "ascending"), ("metric_id", "ascending")])
+        self._stat1.add(rows)
         self._writer.put(rows)
+
+    def _insert_pending(self, batch: list | None = None) -> None:
+        """The waiting shards' rows at once, in shard order and each shard's rows as `_insert_one` orders them,
+        when none of them brings a new target or a new use of one, as then every id is one already given and
+        no shard's numbering depends on another's. Otherwise the first half goes first (each alone at last),
+        then the rest."""
+        if batch is None:
+            if not self._pending:
+                return
+            batch, self._pending = self._pending, _Pending()
+        if len(batch) <= 1:
+            for prepared in batch:
+                self._insert_one(*prepared)
+            return
+        joined = pa.concat_tables([table for table, _, _ in batch]).unify_dictionaries().combine_chunks()
+        metric_ids = pa.concat_arrays([ids for _, ids, _ in batch])
+        target_ids = self._ids.known_ids(joined["target_name"].chunk(0), joined["micro_step"].chunk(0), metric_ids)
+        if target_ids is None:
+            half = len(batch) // 2
+            self._insert_pending(batch[:half])
+            self._insert_pending(batch[half:])
+            return
+        steps = pa.concat_arrays([_array(steps) for _, _, steps in batch])
+        rows = _trend_rows(joined, steps, target_ids, metric_ids).append_column("shard", _shard_numbers(batch))
+        keys = ("shard", "step", "target_id", "metric_id")
+        rows = rows.sort_by([(key, "ascending") for key in keys])
+        self._stat1.add(rows)
+        self._writer.put(rows.drop_columns(["shard"]))
 
     def _global_steps(self, shard: shards.Shard, table: pa.Table) -> pa.Array:
         if not self.micro_step_mode:
@@ -162,6 +218,7 @@ class DumpBuilder:
         if self._first is None:
             raise DataError("no shards to load")
         started = time.perf_counter()
+        self._insert_pending()
         self._writer.close()
         self.summary.rows, self.summary.duplicates = self._writer.inserted, self._writer.offered - self._writer.inserted
         self._offset += self._step_micro_steps or 0
@@ -241,6 +298,28 @@ def _shifted(values: pa.Array, offset: int) -> pa.Array:
         values = pc.add(values, pa.scalar(part, pa.int64()))
         offset -= part
     return values
+
+
+def _trend_rows(table: pa.Table, steps, target_ids: pa.Array, metric_ids: pa.Array) -> pa.Table:
+    """trend_data's columns for TABLE's rows (their stats still raw: the writer cleans them)."""
+    return pa.table(
+        {
+            "rank": table["rank"],
+            "step": steps,
+            "target_id": target_ids,
+            "metric_id": metric_ids,
+            **{stat: table[stat] for stat in STATS},
+        }
+    )
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _shard_numbers(batch: list) -> pa.Array:
+    """Each row's shard in BATCH (0, 1, ...): the first key of the batch's order."""
+    return pa.array([number for number, (table, _, _) in enumerate(batch) for _ in range(table.num_rows)], pa.int32())
 
 
 def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Array:

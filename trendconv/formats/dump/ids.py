@@ -28,6 +28,7 @@ class TargetIds:
 
     _INDEX_BITS = 31
     _INDEX_LIMIT = 1 << _INDEX_BITS
+    _SHIFT = pa.scalar(_INDEX_BITS, pa.int64())
 
     def __init__(self) -> None:
         self.sequence = 0  # the last value msprobe's AUTOINCREMENT handed out: sqlite_sequence
@@ -71,9 +72,26 @@ class TargetIds:
         self._insert_new_uses(ids.uses(metric_ids, slots), flushes, known_slots)
         return self._slot_ids.take(slots)
 
+    def known_ids(self, names: pa.DictionaryArray, indexes: pa.Array, metric_ids: pa.Array) -> pa.Array | None:
+        """The target id of every row, if no row brings a target or a use of one not seen before (then no insert
+        of msprobe's takes a number, and the rows of several files can be looked up at once); else None, and
+        nothing is changed."""
+        numbers = [self._name_numbers.get(name) for name in names.dictionary.to_pylist()]
+        if None in numbers or (len(indexes) and pc.max(indexes).as_py() >= self._INDEX_LIMIT):
+            return None
+        keys = pc.add(pc.shift_left(pa.array(numbers, pa.int64()).take(names.indices), self._SHIFT), indexes)
+        positions = pc.index_in(keys, value_set=self._known)
+        if positions.null_count:
+            return None
+        slots = positions.cast(pa.int64())
+        distinct = pc.unique(ids.uses(metric_ids, slots))
+        if not pc.all(pc.is_in(distinct, value_set=self._used)).as_py():
+            return None
+        return self._slot_ids.take(slots)
+
     def _slots_packed(self, names: pa.DictionaryArray, indexes: pa.Array) -> pa.Array:
         numbers = pa.array([self._name_number(name) for name in names.dictionary.to_pylist()], pa.int64())
-        keys = pc.add(pc.shift_left(numbers.take(names.indices), self._INDEX_BITS), indexes)
+        keys = pc.add(pc.shift_left(numbers.take(names.indices), self._SHIFT), indexes)
         positions = pc.index_in(keys, value_set=self._known)
         if positions.null_count:
             mask = self._INDEX_LIMIT - 1
@@ -119,7 +137,7 @@ class TargetIds:
         inserts = _insert_order(new, pc.index_in(new, value_set=uses), flushes)
         fresh = pa.array(range(known_slots, len(self._slots)), pa.int64())
         first_insert = pc.index_in(fresh, value_set=ids.target_of(inserts))
-        new_ids = pc.add(first_insert.cast(pa.int64()), self.sequence + 1)
+        new_ids = pc.add(first_insert.cast(pa.int64()), pa.scalar(self.sequence + 1, pa.int64()))
         self._slot_ids = pa.concat_arrays([self._slot_ids, new_ids])
         self.sequence += len(inserts)
 
@@ -128,7 +146,7 @@ def _insert_order(uses: pa.Array, first_rows: pa.Array, flushes: list[int]) -> p
     """USES (first seen at FIRST_ROWS) in msprobe's insert order: by flush, then metric, then first row."""
     flush = pa.repeat(pa.scalar(0, pa.int64()), len(uses))
     for start in flushes:
-        flush = pc.add(flush, pc.greater_equal(first_rows, start).cast(pa.int64()))
+        flush = pc.add(flush, pc.greater_equal(first_rows, pa.scalar(start, pa.int64())).cast(pa.int64()))
     keys = pa.table({"flush": flush, "metric": ids.metric_of(uses), "row": first_rows})
     return uses.take(pc.sort_indices(keys, [(name, "ascending") for name in keys.column_names]))
 

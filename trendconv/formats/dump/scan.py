@@ -13,7 +13,7 @@ from trendconv.selection import EVERYTHING, Selection
 STEPS_LEFT_OUT, ITEMS_LEFT_OUT = "step directory", "rank/proc directory"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a run of 100,000 file sets holds them all while it parses
 class FileSet:
     """One (step, rank) of dump data: the unit of work of the parse stage."""
 

@@ -1,0 +1,134 @@
+"""Shards remembered by the load stage between reading their footers and loading their rows, kept small.
+
+A split output is decided from every shard's footer before a database is built, and `run` keeps the shards it has
+taken until the parse ends: with 100,000 tiny file sets, the footers as Python objects were most of the main
+process's memory (about 2 kB each; benchmarks/RESULTS-scale.md). A `ShardList` keeps shards in order as compressed
+blocks of their paths and metas (some 40 bytes a tiny shard, as the metas of a run are much alike) and gives them
+back whole one block at a time; a `Packed` shard holds its meta as JSON bytes (a quarter of the dict).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from trendconv import shards
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A shard whose meta is kept as JSON bytes and its path as text (a Path object is some 400 bytes): `path` and
+    `meta` are new objects on each use, so read them once."""
+
+    where: str
+    packed: bytes
+
+    @property
+    def path(self) -> Path:
+        return Path(self.where)
+
+    @property
+    def meta(self) -> dict:
+        return orjson.loads(self.packed)
+
+
+def packed(shard: shards.Shard | Packed) -> Packed:
+    if isinstance(shard, Packed):
+        return shard
+    # copied to a bytes object of its own size: orjson's own keeps the 4 kB it was written into
+    return Packed(str(shard.path), bytes(memoryview(orjson.dumps(shard.meta))))
+
+
+def unpacked(shard: shards.Shard | Packed) -> shards.Shard:
+    if isinstance(shard, Packed):
+        return shards.Shard(shard.path, shard.meta)
+    return shard
+
+
+class Metas(Sequence):
+    """The metas of a list of shards, each decoded when asked for: what `Format.carry` reads without every meta
+    being a dict at once."""
+
+    def __init__(self, shard_list: Sequence[shards.Shard | Packed]):
+        self._shards = shard_list
+
+    def __len__(self) -> int:
+        return len(self._shards)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [shard.meta for shard in self._shards[index]]
+        return self._shards[index].meta
+
+
+class ShardList(Sequence):
+    """Shards in order, kept as compressed blocks of up to BLOCK shards: `append` and `extend` take shards (whole
+    or packed), indexing and iteration give them whole (a new Shard each time), a block decoded once for a pass in
+    order. `close` compresses the shards not yet in a block (a list that will not grow soon). Pickled as its
+    blocks, for a loader process."""
+
+    BLOCK = 256
+
+    def __init__(self, shard_list: Iterable = ()) -> None:
+        self._blocks: list[bytes] = []
+        self._ends: list[int] = []  # the number of shards up to the end of each block
+        self._tail: list[tuple[str, dict]] = []  # not in a block yet
+        self._decoded: tuple[int, list] = (-1, [])
+        self.extend(shard_list)
+
+    def append(self, shard: shards.Shard | Packed) -> None:
+        # the path's bytes as latin-1 text: any byte a file name may hold survives the JSON
+        self._tail.append((os.fsencode(shard.path).decode("latin-1"), shard.meta))
+        if len(self._tail) == self.BLOCK:
+            self.close()
+
+    def extend(self, shard_list: Iterable) -> None:
+        for shard in shard_list:
+            self.append(shard)
+        self.close()
+
+    def close(self) -> None:
+        if self._tail:
+            end = len(self)
+            self._blocks.append(zlib.compress(orjson.dumps(self._tail), 1))
+            self._ends.append(end)
+            self._tail = []
+
+    def __len__(self) -> int:
+        return (self._ends[-1] if self._ends else 0) + len(self._tail)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[number] for number in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        block = bisect.bisect_right(self._ends, index)
+        start = self._ends[block - 1] if block else 0
+        return _whole(self._block(block)[index - start])
+
+    def __iter__(self) -> Iterator[shards.Shard]:
+        for block in range(len(self._blocks) + 1):
+            yield from map(_whole, self._block(block))
+
+    def _block(self, number: int) -> list:
+        if number == len(self._blocks):
+            return self._tail
+        if self._decoded[0] != number:
+            self._decoded = (number, orjson.loads(zlib.decompress(self._blocks[number])))
+        return self._decoded[1]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_decoded": (-1, [])}
+
+
+def _whole(item) -> shards.Shard:
+    path, meta = item
+    return shards.Shard(Path(os.fsdecode(path.encode("latin-1"))), meta)
