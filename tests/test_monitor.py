@@ -141,11 +141,19 @@ def test_worked_example_without_micro_steps(example, tmp_path):
     ]
 
 
-def test_shards_are_one_per_csv_file_and_carry_no_ids(example, tmp_path):
+def test_shards_of_many_csv_files_share_a_chunk_file_and_carry_no_ids(example, tmp_path):
     summary = convert(example, tmp_path / "out")
-    shard_dir = tmp_path / "out" / ".trendconv" / "monitor" / "shards" / RUN
-    assert sorted(path.name for path in shard_dir.iterdir()) == ["actv_0-1.csv.parquet", "grad_reduced_0-1.csv.parquet"]
-    table = pq.read_table(shard_dir / "grad_reduced_0-1.csv.parquet")
+    shard_dir = tmp_path / "out" / ".trendconv" / "monitor" / "shards"
+    [chunk] = [path.relative_to(shard_dir).as_posix() for path in sorted(shard_dir.rglob("*")) if path.is_file()]
+    assert chunk.startswith("_chunks/") and chunk.endswith(".parquet")
+    table = pq.read_table(shard_dir / chunk)
+    footer = orjson.loads(table.schema.metadata[b"trendconv"])
+    assert (footer["chunk_format"], footer["chunk"]) == (1, chunk)
+    units = [(unit["file"], unit["row_start"], unit["rows"], unit["sources"][0]["path"]) for unit in footer["units"]]
+    assert units == [
+        ("actv_0-1.csv", 0, 8, f"{RUN}/actv_0-1.csv"),
+        ("grad_reduced_0-1.csv", 8, 4, f"{RUN}/grad_reduced_0-1.csv"),
+    ]
     assert table.column_names == [
         "rank",
         "metric",
@@ -155,10 +163,9 @@ def test_shards_are_one_per_csv_file_and_carry_no_ids(example, tmp_path):
         "micro_step",
         *metrics.STATS[:6],
     ]
-    means = table.column("mean").to_pylist()
+    means = table.column("mean").to_pylist()[8:]
     assert means[:3] == [-1e-06, 0.0, -1e-06] and math.isnan(means[3])  # NaN kept; load turns it into NULL
-    assert table.column("norm").to_pylist()[3] == math.inf  # clipping is the load's job too
-    assert table.schema.metadata[b"trendconv"].startswith(b"{")
+    assert table.column("norm").to_pylist()[8 + 3] == math.inf  # clipping is the load's job too
     assert summary.parse.files == 2
 
 
@@ -492,7 +499,8 @@ def test_inspect_monitor_shards(example, tmp_path):
     write_file_set(example / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
     assert invoke("run", example, "--db", tmp_path / "out", "-j", "1", "-q").exit_code == 0
     work = tmp_path / "out" / ".trendconv"
-    (work / "monitor" / "shards" / RUN / "grad_reduced_0-1.csv.parquet").unlink()
+    with (example / RUN / "grad_reduced_0-1.csv").open("a") as changed:
+        changed.write("0,late.weight,1,1.0\n")
     dump = invoke("inspect", work)
     assert dump.stdout.splitlines()[3] == f"WORK also holds monitor shards: trendconv inspect {work} --format monitor"
     result = invoke("inspect", work, "--format", "monitor")
@@ -503,17 +511,18 @@ def test_inspect_monitor_shards(example, tmp_path):
         f"DATA {example} (micro-step, mapping sha256 {digest})\n"
         "parse complete\n"
         f"WORK also holds dump shards: trendconv inspect {work} --format dump\n"
-        "rank  file                                                 status  rows  skipped\n"
-        f"   0  {RUN}/actv_0-1.csv               ok     8\n"
-        f"   0  {RUN}/grad_reduced_0-1.csv  missing     0\n"
-        "total: 2 shards (1 ok, 1 missing); rows 8 (actv 8, actv_grad 0, exp_avg 0, exp_avg_sq 0, grad_unreduced 0, "
-        "grad_reduced 0, param_origin 0, param_updated 0, other 0); skipped: none\n",
+        "rank  file                                                status  rows  skipped\n"
+        f"   0  {RUN}/actv_0-1.csv              ok     8\n"
+        f"   0  {RUN}/grad_reduced_0-1.csv   stale     4\n"
+        "total: 2 shards (1 ok, 1 stale); rows 12 (actv 8, actv_grad 0, exp_avg 0, exp_avg_sq 0, grad_unreduced 0, "
+        "grad_reduced 4, param_origin 0, param_updated 0, other 0); skipped: none\n",
     )
     document = orjson.loads(invoke("inspect", work, "--format", "monitor", "--json").stdout)
+    [chunk] = (work / "monitor" / "shards" / "_chunks").iterdir()
     assert document["shards"][0] == {
         "file": f"{RUN}/actv_0-1.csv",
         "rank": 0,
-        "shard": "actv_0-1.csv.parquet",
+        "shard": chunk.name,  # the chunk file that holds its shard
         "status": "ok",
         "rows": 8,
         "rows_per_metric": dict.fromkeys(metrics.METRICS, 0) | {"actv": 8},
@@ -522,7 +531,11 @@ def test_inspect_monitor_shards(example, tmp_path):
     assert (document["input_format"], document["other_formats"]) == ("monitor", ["dump"])
 
 
-@pytest.mark.parametrize(("fault", "reused"), [("parse-shard@2", 2), ("load-shard@2", 3), ("load-before-rename", 3)])
+@pytest.mark.parametrize(
+    ("fault", "reused"),
+    # the three files' shards are written as one chunk: killed before it, none is reused; after it, all three
+    [("parse-before-write", 0), ("parse-shard", 3), ("load-shard@2", 3), ("load-before-rename", 3)],
+)
 def test_sigkill_then_rerun_gives_the_clean_monitor_db(example, tmp_path, fault, reused):
     write_run(example, {"other_0-1.csv": GRAD})
     clean = convert(example, tmp_path / "clean").load.db.read_bytes()

@@ -10,7 +10,7 @@ from trendconv.errors import DataError, TrendconvError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions, options_text
 from trendconv.parsing import CORRUPT, OK, ParseTask, status_of
-from trendconv.parsing.reuse import STATUSES
+from trendconv.parsing.reuse import STATUSES, chunks_of
 from trendconv.selection import from_record
 
 
@@ -62,13 +62,15 @@ def _entries(part: Path, data: Path, options: dict, fmt: Format, selection) -> t
     except TrendconvError as exc:
         found = shards.list_shards(part)
         return [_entry_without_source(part, path, fmt) for path in found], f"sources not checked: {exc}"
-    return [_entry(part, unit, options, fmt) for unit in units], None
+    chunks = chunks_of(part, fmt) if fmt.chunked else None
+    return [_entry(part, unit, options, fmt, chunks) for unit in units], None
 
 
-def _entry(part: Path, unit, options: dict, fmt: Format) -> dict:
+def _entry(part: Path, unit, options: dict, fmt: Format, chunks) -> dict:
     task = ParseTask(unit, ParseOptions(micro_step=options["micro_step"]), part, fmt)
-    status, meta = status_of(task, options)
-    return _shard_entry(fmt.label(unit), task.shard_path, status, meta, fmt)
+    status, meta = status_of(task, options, chunks)
+    path = Path(meta["chunk"]) if meta and "chunk" in meta else task.shard_path  # a chunk holds many units' shards
+    return _shard_entry(fmt.label(unit), path, status, meta, fmt)
 
 
 def _entry_without_source(part: Path, path: Path, fmt: Format) -> dict:

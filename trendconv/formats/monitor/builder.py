@@ -50,6 +50,7 @@ class MonitorBuilder:
         self._first_uses = ids.FirstUses()
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        self._unit_rows = shards.UnitRows()
 
     @writes_db
     def plan(self, metas: list[dict]) -> MonitorPlan:
@@ -75,7 +76,7 @@ class MonitorBuilder:
         meta = shard.meta
         if not meta["rows"] or meta["metric"] not in self._metric_ids:
             return None
-        table = shards.read_rows(shard.path, schema_of(meta["stats"]), use_threads=False)
+        table = self._unit_rows.read(shard, schema_of(meta["stats"]))
         _check_rows(shard, table)
         return table
 
@@ -180,14 +181,14 @@ def _check_rows(shard: shards.Shard, table: pa.Table) -> None:
     meta = shard.meta
     low, high = (value.as_py() for value in pc.min_max(table["rank"]).values())
     if not low == high == meta["rank"]:
-        raise shards.rows_mismatch(shard.path, f"rank {low}..{high} in the rows, {meta['rank']} in the footer")
-    metrics = table["metric"].combine_chunks().dictionary.to_pylist()
+        raise shards.rows_mismatch(shard.file, f"rank {low}..{high} in the rows, {meta['rank']} in the footer")
+    metrics = pc.unique(table["metric"].combine_chunks().dictionary_decode()).to_pylist()
     if metrics != [meta["metric"]]:
-        raise shards.rows_mismatch(shard.path, f"metrics {metrics} in the rows, {meta['metric']!r} in the footer")
+        raise shards.rows_mismatch(shard.file, f"metrics {metrics} in the rows, {meta['metric']!r} in the footer")
     keys = {name: table[name] for name in ("target_name", "step", "micro_step")}
     counts = MonitorRows(keys, meta["stats"], meta["has_micro_step"]).micro_steps_per_step()
     if counts != meta["micro_steps_per_step"]:
-        raise shards.rows_mismatch(shard.path, "their micro-step counts per step are not the footer's")
+        raise shards.rows_mismatch(shard.file, "their micro-step counts per step are not the footer's")
 
 
 def _split_key(key: str) -> tuple[str, int, int]:
