@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -647,3 +648,16 @@ def test_every_stat_column_at_once(tmp_path, monkeypatch):
     assert query(db, "SELECT * FROM trend_data") == [(0, 0, 1, 1, *(index + 0.5 for index in range(14)))]
     monkeypatch.setattr(connection, "_COLUMNS_LIBRARY", None)
     assert convert(tmp_path / "data", tmp_path / "values").load.db.read_bytes() == db.read_bytes()
+
+
+def test_inspect_without_data_lists_the_files_of_each_chunk(example, tmp_path):
+    assert invoke("run", example, "--db", tmp_path / "out", "-j", "1", "-q").exit_code == 0
+    work = tmp_path / "out" / ".trendconv"
+    shutil.rmtree(example)
+    document = orjson.loads(invoke("inspect", work, "--format", "monitor", "--json").stdout)
+    [chunk] = (work / "monitor" / "shards" / "_chunks").iterdir()
+    assert document["note"].startswith(f"sources not checked: {example}: ")
+    assert [(entry["file"], entry["shard"], entry["status"], entry["rows"]) for entry in document["shards"]] == [
+        (f"{RUN}/actv_0-1.csv", chunk.name, "ok", 8),
+        (f"{RUN}/grad_reduced_0-1.csv", chunk.name, "ok", 4),
+    ]

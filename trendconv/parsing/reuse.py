@@ -27,7 +27,7 @@ def status_of(task: ParseTask, options: dict | None = None, chunks: Chunks | Non
     if status == OK or chunks is None:
         return status, meta
     held = chunks.units.get(task.format.shard_name(task.unit), [])
-    record, sources = options or task.options.record(), source_stats(task)
+    record, sources = options or task.options.record(), source_stats(task) if held else None
     for candidate in held:
         if _same_unit(task, candidate) and candidate["options"] == record and candidate["sources"] == sources:
             return OK, candidate

@@ -78,9 +78,10 @@ def run_parse(
             _taken(summary, located, task, meta, on_shard, reused=True)
         else:
             todo.append(task)
-    executor = executor or local_executor(_workers_for(workers, len(todo)), _planned_bytes(todo))
+    sizes = [_size(task) for task in todo]  # each file looked at once: thousands of small files a second
+    executor = executor or local_executor(_workers_for(workers, len(todo)), sum(sizes))
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
-    with contextlib.closing(_results(executor, todo, chunks)) as results:
+    with contextlib.closing(_results(executor, todo, sizes, chunks)) as results:
         for task, meta in results:
             _taken(summary, located, task, meta, on_shard, reused=False)
     write_manifest(part, options, tasks, fmt, located if chunks is not None else None)
@@ -96,23 +97,25 @@ def _taken(summary: ParseSummary, located: dict, task: ParseTask, meta: dict, on
         on_shard(task, meta, reused)
 
 
-def _planned_bytes(todo: list[ParseTask]) -> int:
-    """The input still to parse, in bytes: with little of it, one process is faster than a pool."""
-    return sum(source["size"] or 0 for task in todo for source in source_stats(task))
+def _size(task: ParseTask) -> int:
+    """The task's input in bytes: with little input to parse, one process is faster than a pool."""
+    return sum(source["size"] or 0 for source in source_stats(task))
 
 
 def _workers_for(workers: int | None, todo: int) -> int:
     return workers if workers is not None else default_workers(todo)
 
 
-def _results(executor: Executor, todo: list[ParseTask], held: Chunks | None) -> Iterator[tuple[ParseTask, dict]]:
+def _results(
+    executor: Executor, todo: list[ParseTask], sizes: list[int], held: Chunks | None
+) -> Iterator[tuple[ParseTask, dict]]:
     if held is not None:
-        jobs = chunk_jobs(todo, held)
+        jobs = chunk_jobs(todo, held, sizes)
         outcomes = executor.imap_unordered(parse_together, jobs)
     else:
         # In-process there is no transfer to save, and one task at a time lets `run` load while parsing.
         most = 1 if isinstance(executor, InlineExecutor) else CHUNK_TASKS
-        outcomes = executor.imap_unordered(parse_chunk, list(chunks(todo, most)))
+        outcomes = executor.imap_unordered(parse_chunk, list(chunks(todo, most, sizes)))
     try:
         for outcome in outcomes:
             if outcome.error is not None:
@@ -125,14 +128,16 @@ def _results(executor: Executor, todo: list[ParseTask], held: Chunks | None) -> 
         outcomes.close()
 
 
-def chunks(tasks: list[ParseTask], most: int = CHUNK_TASKS) -> Iterator[tuple[ParseTask, ...]]:
+def chunks(
+    tasks: list[ParseTask], most: int = CHUNK_TASKS, sizes: list[int] | None = None
+) -> Iterator[tuple[ParseTask, ...]]:
     """Tasks in groups of about CHUNK_BYTES of input (at most MOST tasks): small monitor CSV files then
     travel to a worker many at a time, while a dump file set (megabytes) still goes alone."""
     chunk: list[ParseTask] = []
     size = 0
-    for task in tasks:
+    for index, task in enumerate(tasks):
         chunk.append(task)
-        size += sum(source["size"] or 0 for source in source_stats(task))
+        size += _size(task) if sizes is None else sizes[index]
         if size >= CHUNK_BYTES or len(chunk) >= most:
             yield tuple(chunk)
             chunk, size = [], 0
@@ -140,12 +145,12 @@ def chunks(tasks: list[ParseTask], most: int = CHUNK_TASKS) -> Iterator[tuple[Pa
         yield tuple(chunk)
 
 
-def chunk_jobs(todo: list[ParseTask], held: Chunks) -> list[ChunkJob]:
+def chunk_jobs(todo: list[ParseTask], held: Chunks, sizes: list[int] | None = None) -> list[ChunkJob]:
     """The tasks in chunks (as `chunks` groups them), each with the chunk file its shards go to: named by a digest
     of its units and options, never the name of a file trendconv did not write (see `_free_path`)."""
     jobs: list[ChunkJob] = []
     taken: set[Path] = set()
-    for group in chunks(todo, CHUNK_UNITS):
+    for group in chunks(todo, CHUNK_UNITS, sizes):
         digest = hashlib.sha256(orjson.dumps([group[0].options.record(), *(str(task.shard_path) for task in group)]))
         path = _free_path(group[0], digest.hexdigest()[:24], held, taken)
         taken.add(path)

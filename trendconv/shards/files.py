@@ -252,6 +252,10 @@ class UnitRows:
             raise DataError(f"{chunk}: unexpected shard columns; {schemas.AGAIN}")
         return part
 
+    def whole(self, chunk: str) -> pa.Table:
+        """Every row of the chunk file CHUNK."""
+        return self._chunk(chunk)[0]
+
     def _chunk(self, chunk: str) -> tuple[pa.Table, set[str]]:
         found = self._tables.get(chunk)
         if found is None:

@@ -44,7 +44,6 @@ class MonitorAppender(MonitorBuilder):
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._metas: list[dict] = []
-        self._unit_rows = shards.UnitRows()
 
     def replay(self, shard_list: list[shards.Shard]) -> None:
         self._use_plan(plan_monitor(self._metas + [shard.meta for shard in shard_list]))
