@@ -48,7 +48,6 @@ from trendconv.formats.monitor import rules
 from trendconv.formats.monitor.parse import MonitorRows
 from trendconv.loading.stage import Feeder
 from trendconv.parsing import runner as parse_stage
-from trendconv.parsing.reuse import Chunks
 
 INT64_MAX = 2**63 - 1
 DENIED = "cannot read: Permission denied"
@@ -332,7 +331,7 @@ def test_a_full_disk_under_work_names_the_shard(dump_and_monitor, tmp_path, inpu
     else:  # the chunk file of the monitor shards, named by a digest of its units
         fmt = FORMATS["monitor"]
         _, tasks = parse_stage.plan(dump_and_monitor, work, api.ParseOptions(), fmt)
-        [job] = parse_stage.chunk_jobs(tasks, Chunks())
+        [job] = parse_stage.chunk_jobs(tasks, set())
         shard = job.path
     full_disk_at(shard)
     result = invoke("parse", dump_and_monitor, "--work", work, "--format", input_format, "-j", "1", "-q")

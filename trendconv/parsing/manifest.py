@@ -69,12 +69,10 @@ def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
     directory = shards.shard_dir(part)
     places = _places(document, path)
     chunks: dict[str, dict[str, dict]] = {}
-    found = []
+    found, shared = [], shards.Shared()
     for name, chunk in zip(document["shards"], places):
-        if chunk is None:
-            found.append(_own(directory, name, fmt))
-        else:
-            found.append(_in_chunk(directory, name, chunk, chunks, fmt))
+        shard = _own(directory, name, fmt) if chunk is None else _in_chunk(directory, name, chunk, chunks, fmt)
+        found.append(shards.Shard(shard.path, shared(shard.meta)))
     return sorted(found, key=lambda shard: fmt.meta_order(shard.meta))
 
 

@@ -22,7 +22,7 @@ from trendconv.executors import Executor, InlineExecutor, default_workers, local
 from trendconv.formats import Format, Scanned
 from trendconv.options import ParseOptions
 from trendconv.parsing.manifest import start_parse, write_manifest
-from trendconv.parsing.reuse import OK, Chunks, chunks_of, foreign_warnings, in_use, remove_orphans, status_of
+from trendconv.parsing.reuse import OK, chunks_of, foreign_warnings, in_use, remove_orphans, status_of
 from trendconv.parsing.tasks import ChunkJob, ParseTask, parse_chunk, parse_together, source_stats
 from trendconv.summaries import ParseSummary
 
@@ -72,19 +72,22 @@ def run_parse(
         part, tasks, fmt, options.selection, chunks, in_use(statuses) if chunks else None
     )
     summary.warnings += foreign_warnings(part, foreign)
-    located, todo = {}, []
+    located, todo, shared = {}, [], shards.Shared()
     for task, status, meta in statuses:
         if status == OK:
-            _taken(summary, located, task, meta, on_shard, reused=True)
+            _taken(summary, located, task, shared(meta), on_shard, reused=True)
         else:
             todo.append(task)
+    # what the chunk footers said is used now; only the names of the chunk files are needed further on
+    held = None if chunks is None else set(chunks.holds)
+    del statuses, chunks
     sizes = [_size(task) for task in todo]  # each file looked at once: thousands of small files a second
     executor = executor or local_executor(_workers_for(workers, len(todo)), sum(sizes))
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
-    with contextlib.closing(_results(executor, todo, sizes, chunks)) as results:
+    with contextlib.closing(_results(executor, todo, sizes, held)) as results:
         for task, meta in results:
-            _taken(summary, located, task, meta, on_shard, reused=False)
-    write_manifest(part, options, tasks, fmt, located if chunks is not None else None)
+            _taken(summary, located, task, shared(meta), on_shard, reused=False)
+    write_manifest(part, options, tasks, fmt, located if held is not None else None)
     return summary
 
 
@@ -107,7 +110,7 @@ def _workers_for(workers: int | None, todo: int) -> int:
 
 
 def _results(
-    executor: Executor, todo: list[ParseTask], sizes: list[int], held: Chunks | None
+    executor: Executor, todo: list[ParseTask], sizes: list[int], held: set[Path] | None
 ) -> Iterator[tuple[ParseTask, dict]]:
     if held is not None:
         jobs = chunk_jobs(todo, held, sizes)
@@ -145,7 +148,7 @@ def chunks(
         yield tuple(chunk)
 
 
-def chunk_jobs(todo: list[ParseTask], held: Chunks, sizes: list[int] | None = None) -> list[ChunkJob]:
+def chunk_jobs(todo: list[ParseTask], held: set[Path], sizes: list[int] | None = None) -> list[ChunkJob]:
     """The tasks in chunks (as `chunks` groups them), each with the chunk file its shards go to: named by a digest
     of its units and options, never the name of a file trendconv did not write (see `_free_path`)."""
     jobs: list[ChunkJob] = []
@@ -158,13 +161,13 @@ def chunk_jobs(todo: list[ParseTask], held: Chunks, sizes: list[int] | None = No
     return jobs
 
 
-def _free_path(task: ParseTask, stem: str, held: Chunks, taken: set[Path]) -> Path:
+def _free_path(task: ParseTask, stem: str, held: set[Path], taken: set[Path]) -> Path:
     """A chunk path for new shards: the file there, if any, is a chunk trendconv wrote whose units are all
     being parsed again (a chunk holds the same units only under the same name)."""
     directory = shards.shard_dir(task.part)
     for suffix in itertools.count():
         path = shards.chunk_path(directory, f"{stem}{f'-{suffix}' if suffix else ''}{schemas.SHARD_SUFFIX}")
-        if path not in taken and (path in held.holds or not os.path.lexists(path)):
+        if path not in taken and (path in held or not os.path.lexists(path)):
             return path
     raise AssertionError("unreachable")
 
