@@ -16,7 +16,7 @@ import pytest
 from helpers import A1_CONSTRUCT, A1_DATA, ACTV, FC1, GRAD, QKV, RUN, query, write_file_set, write_run
 from typer.testing import CliRunner
 
-from trendconv import api
+from trendconv import api, shards
 from trendconv.cli import app
 from trendconv.errors import DataError
 from trendconv.formats import FORMATS
@@ -661,3 +661,54 @@ def test_inspect_without_data_lists_the_files_of_each_chunk(example, tmp_path):
         (f"{RUN}/actv_0-1.csv", chunk.name, "ok", 8),
         (f"{RUN}/grad_reduced_0-1.csv", chunk.name, "ok", 4),
     ]
+
+
+def test_the_manifest_says_which_chunk_holds_each_file(example, tmp_path):
+    write_run(example, {"other_0-1.csv": GRAD})
+    work = tmp_path / "work"
+    api.parse(example, work, api.ParseOptions(), workers=1, input_format="monitor")
+    manifest_path = work / "monitor" / "manifest.json"
+    document = orjson.loads(manifest_path.read_bytes())
+    [chunk] = (work / "monitor" / "shards" / "_chunks").iterdir()
+    assert document["located"] == [[f"_chunks/{chunk.name}", 3]]
+    assert [name.split("/")[1] for name in document["shards"]] == [
+        "actv_0-1.csv.parquet",
+        "grad_reduced_0-1.csv.parquet",
+        "other_0-1.csv.parquet",
+    ]
+    manifest_path.write_bytes(orjson.dumps({**document, "located": [[f"_chunks/{chunk.name}", 2]]}))
+    with pytest.raises(DataError) as caught:
+        api.load(work, tmp_path / "out", input_format="monitor")
+    assert str(caught.value) == (
+        f"{manifest_path}: unexpected manifest: 'located' covers 2 of 3 shards; run `trendconv.parse()` again"
+    )
+
+
+def test_one_chunk_or_many_give_the_same_database(example, tmp_path, monkeypatch):
+    from trendconv.parsing import runner as parse_stage
+
+    for step in range(2, 9):
+        write_run(example, {f"other_{step}-{step}.csv": f"vpp_stage,name,step,norm\n0,w,{step},{step}.5\n"})
+    one = convert(example, tmp_path / "one").load.db.read_bytes()
+    monkeypatch.setattr(parse_stage, "CHUNK_UNITS", 2)
+    many = convert(example, tmp_path / "many")
+    chunks_dir = tmp_path / "many" / ".trendconv" / "monitor" / "shards" / "_chunks"
+    assert (len(list(chunks_dir.iterdir())), many.parse.files) == (5, 9)
+    assert many.load.db.read_bytes() == one
+
+
+def test_the_files_before_a_failing_one_are_kept_in_their_chunk(example, tmp_path):
+    bad = example / RUN / "other_0-1.csv"
+    bad.write_bytes(b"vpp_stage,name,step,norm\n0,w,0,1,2\n")
+    out = tmp_path / "out"
+    failed = invoke("run", example, "--db", out, "-j", "1", "-q")
+    assert failed.exit_code == 1 and failed.stderr.startswith(f"error: {bad}")
+    chunks_dir = out / ".trendconv" / "monitor" / "shards" / "_chunks"
+    [chunk] = chunks_dir.iterdir()
+    assert [meta["file"] for meta in shards.read_chunk(chunk, FORMATS["monitor"])] == [
+        "actv_0-1.csv",
+        "grad_reduced_0-1.csv",
+    ]
+    bad.write_text(GRAD)
+    again = invoke("run", example, "--db", out, "-j", "1")
+    assert f"  3 monitor CSV files: 1 parsed, 2 reused (shards in {out / '.trendconv'})" in again.stdout.splitlines()
