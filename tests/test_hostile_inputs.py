@@ -47,6 +47,7 @@ from trendconv.formats.dump import shard as dump_shard
 from trendconv.formats.monitor import rules
 from trendconv.formats.monitor.parse import MonitorRows
 from trendconv.loading.stage import Feeder
+from trendconv.parsing import runner as parse_stage
 
 INT64_MAX = 2**63 - 1
 DENIED = "cannot read: Permission denied"
@@ -325,10 +326,13 @@ def full_disk_at(path: Path) -> Path:
 @pytest.mark.parametrize("input_format", ["dump", "monitor"])
 def test_a_full_disk_under_work_names_the_shard(dump_and_monitor, tmp_path, input_format):
     work = tmp_path / "work"
-    shard = {
-        "dump": work / "dump" / "shards" / "step0_rank0.parquet",
-        "monitor": work / "monitor" / "shards" / RUN / "grad_reduced_0-1.csv.parquet",
-    }[input_format]
+    if input_format == "dump":
+        shard = work / "dump" / "shards" / "step0_rank0.parquet"
+    else:  # the chunk file of the monitor shards, named by a digest of its units
+        fmt = FORMATS["monitor"]
+        _, tasks = parse_stage.plan(dump_and_monitor, work, api.ParseOptions(), fmt)
+        [job] = parse_stage.chunk_jobs(tasks, set())
+        shard = job.path
     full_disk_at(shard)
     result = invoke("parse", dump_and_monitor, "--work", work, "--format", input_format, "-j", "1", "-q")
     assert (result.exit_code, result.stderr) == (1, f"error: {shard}: cannot write: No space left on device\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from helpers import A1_CONSTRUCT, A1_DATA, ACTV, FC1, GRAD, QKV, RUN, query, write_file_set, write_run
 from typer.testing import CliRunner
 
-from trendconv import api
+from trendconv import api, shards
 from trendconv.cli import app
 from trendconv.errors import DataError
 from trendconv.formats import FORMATS
@@ -141,11 +142,19 @@ def test_worked_example_without_micro_steps(example, tmp_path):
     ]
 
 
-def test_shards_are_one_per_csv_file_and_carry_no_ids(example, tmp_path):
+def test_shards_of_many_csv_files_share_a_chunk_file_and_carry_no_ids(example, tmp_path):
     summary = convert(example, tmp_path / "out")
-    shard_dir = tmp_path / "out" / ".trendconv" / "monitor" / "shards" / RUN
-    assert sorted(path.name for path in shard_dir.iterdir()) == ["actv_0-1.csv.parquet", "grad_reduced_0-1.csv.parquet"]
-    table = pq.read_table(shard_dir / "grad_reduced_0-1.csv.parquet")
+    shard_dir = tmp_path / "out" / ".trendconv" / "monitor" / "shards"
+    [chunk] = [path.relative_to(shard_dir).as_posix() for path in sorted(shard_dir.rglob("*")) if path.is_file()]
+    assert chunk.startswith("_chunks/") and chunk.endswith(".parquet")
+    table = pq.read_table(shard_dir / chunk)
+    footer = orjson.loads(table.schema.metadata[b"trendconv"])
+    assert (footer["chunk_format"], footer["chunk"]) == (1, chunk)
+    units = [(unit["file"], unit["row_start"], unit["rows"], unit["sources"][0]["path"]) for unit in footer["units"]]
+    assert units == [
+        ("actv_0-1.csv", 0, 8, f"{RUN}/actv_0-1.csv"),
+        ("grad_reduced_0-1.csv", 8, 4, f"{RUN}/grad_reduced_0-1.csv"),
+    ]
     assert table.column_names == [
         "rank",
         "metric",
@@ -155,10 +164,9 @@ def test_shards_are_one_per_csv_file_and_carry_no_ids(example, tmp_path):
         "micro_step",
         *metrics.STATS[:6],
     ]
-    means = table.column("mean").to_pylist()
+    means = table.column("mean").to_pylist()[8:]
     assert means[:3] == [-1e-06, 0.0, -1e-06] and math.isnan(means[3])  # NaN kept; load turns it into NULL
-    assert table.column("norm").to_pylist()[3] == math.inf  # clipping is the load's job too
-    assert table.schema.metadata[b"trendconv"].startswith(b"{")
+    assert table.column("norm").to_pylist()[8 + 3] == math.inf  # clipping is the load's job too
     assert summary.parse.files == 2
 
 
@@ -492,7 +500,8 @@ def test_inspect_monitor_shards(example, tmp_path):
     write_file_set(example / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
     assert invoke("run", example, "--db", tmp_path / "out", "-j", "1", "-q").exit_code == 0
     work = tmp_path / "out" / ".trendconv"
-    (work / "monitor" / "shards" / RUN / "grad_reduced_0-1.csv.parquet").unlink()
+    with (example / RUN / "grad_reduced_0-1.csv").open("a") as changed:
+        changed.write("0,late.weight,1,1.0\n")
     dump = invoke("inspect", work)
     assert dump.stdout.splitlines()[3] == f"WORK also holds monitor shards: trendconv inspect {work} --format monitor"
     result = invoke("inspect", work, "--format", "monitor")
@@ -503,17 +512,18 @@ def test_inspect_monitor_shards(example, tmp_path):
         f"DATA {example} (micro-step, mapping sha256 {digest})\n"
         "parse complete\n"
         f"WORK also holds dump shards: trendconv inspect {work} --format dump\n"
-        "rank  file                                                 status  rows  skipped\n"
-        f"   0  {RUN}/actv_0-1.csv               ok     8\n"
-        f"   0  {RUN}/grad_reduced_0-1.csv  missing     0\n"
-        "total: 2 shards (1 ok, 1 missing); rows 8 (actv 8, actv_grad 0, exp_avg 0, exp_avg_sq 0, grad_unreduced 0, "
-        "grad_reduced 0, param_origin 0, param_updated 0, other 0); skipped: none\n",
+        "rank  file                                                status  rows  skipped\n"
+        f"   0  {RUN}/actv_0-1.csv              ok     8\n"
+        f"   0  {RUN}/grad_reduced_0-1.csv   stale     4\n"
+        "total: 2 shards (1 ok, 1 stale); rows 12 (actv 8, actv_grad 0, exp_avg 0, exp_avg_sq 0, grad_unreduced 0, "
+        "grad_reduced 4, param_origin 0, param_updated 0, other 0); skipped: none\n",
     )
     document = orjson.loads(invoke("inspect", work, "--format", "monitor", "--json").stdout)
+    [chunk] = (work / "monitor" / "shards" / "_chunks").iterdir()
     assert document["shards"][0] == {
         "file": f"{RUN}/actv_0-1.csv",
         "rank": 0,
-        "shard": "actv_0-1.csv.parquet",
+        "shard": chunk.name,  # the chunk file that holds its shard
         "status": "ok",
         "rows": 8,
         "rows_per_metric": dict.fromkeys(metrics.METRICS, 0) | {"actv": 8},
@@ -522,7 +532,11 @@ def test_inspect_monitor_shards(example, tmp_path):
     assert (document["input_format"], document["other_formats"]) == ("monitor", ["dump"])
 
 
-@pytest.mark.parametrize(("fault", "reused"), [("parse-shard@2", 2), ("load-shard@2", 3), ("load-before-rename", 3)])
+@pytest.mark.parametrize(
+    ("fault", "reused"),
+    # the three files' shards are written as one chunk: killed before it, none is reused; after it, all three
+    [("parse-before-write", 0), ("parse-shard", 3), ("load-shard@2", 3), ("load-before-rename", 3)],
+)
 def test_sigkill_then_rerun_gives_the_clean_monitor_db(example, tmp_path, fault, reused):
     write_run(example, {"other_0-1.csv": GRAD})
     clean = convert(example, tmp_path / "clean").load.db.read_bytes()
@@ -634,3 +648,67 @@ def test_every_stat_column_at_once(tmp_path, monkeypatch):
     assert query(db, "SELECT * FROM trend_data") == [(0, 0, 1, 1, *(index + 0.5 for index in range(14)))]
     monkeypatch.setattr(connection, "_COLUMNS_LIBRARY", None)
     assert convert(tmp_path / "data", tmp_path / "values").load.db.read_bytes() == db.read_bytes()
+
+
+def test_inspect_without_data_lists_the_files_of_each_chunk(example, tmp_path):
+    assert invoke("run", example, "--db", tmp_path / "out", "-j", "1", "-q").exit_code == 0
+    work = tmp_path / "out" / ".trendconv"
+    shutil.rmtree(example)
+    document = orjson.loads(invoke("inspect", work, "--format", "monitor", "--json").stdout)
+    [chunk] = (work / "monitor" / "shards" / "_chunks").iterdir()
+    assert document["note"].startswith(f"sources not checked: {example}: ")
+    assert [(entry["file"], entry["shard"], entry["status"], entry["rows"]) for entry in document["shards"]] == [
+        (f"{RUN}/actv_0-1.csv", chunk.name, "ok", 8),
+        (f"{RUN}/grad_reduced_0-1.csv", chunk.name, "ok", 4),
+    ]
+
+
+def test_the_manifest_says_which_chunk_holds_each_file(example, tmp_path):
+    write_run(example, {"other_0-1.csv": GRAD})
+    work = tmp_path / "work"
+    api.parse(example, work, api.ParseOptions(), workers=1, input_format="monitor")
+    manifest_path = work / "monitor" / "manifest.json"
+    document = orjson.loads(manifest_path.read_bytes())
+    [chunk] = (work / "monitor" / "shards" / "_chunks").iterdir()
+    assert document["located"] == [[f"_chunks/{chunk.name}", 3]]
+    assert [name.split("/")[1] for name in document["shards"]] == [
+        "actv_0-1.csv.parquet",
+        "grad_reduced_0-1.csv.parquet",
+        "other_0-1.csv.parquet",
+    ]
+    manifest_path.write_bytes(orjson.dumps({**document, "located": [[f"_chunks/{chunk.name}", 2]]}))
+    with pytest.raises(DataError) as caught:
+        api.load(work, tmp_path / "out", input_format="monitor")
+    assert str(caught.value) == (
+        f"{manifest_path}: unexpected manifest: 'located' covers 2 of 3 shards; run `trendconv.parse()` again"
+    )
+
+
+def test_one_chunk_or_many_give_the_same_database(example, tmp_path, monkeypatch):
+    from trendconv.parsing import runner as parse_stage
+
+    for step in range(2, 9):
+        write_run(example, {f"other_{step}-{step}.csv": f"vpp_stage,name,step,norm\n0,w,{step},{step}.5\n"})
+    one = convert(example, tmp_path / "one").load.db.read_bytes()
+    monkeypatch.setattr(parse_stage, "CHUNK_UNITS", 2)
+    many = convert(example, tmp_path / "many")
+    chunks_dir = tmp_path / "many" / ".trendconv" / "monitor" / "shards" / "_chunks"
+    assert (len(list(chunks_dir.iterdir())), many.parse.files) == (5, 9)
+    assert many.load.db.read_bytes() == one
+
+
+def test_the_files_before_a_failing_one_are_kept_in_their_chunk(example, tmp_path):
+    bad = example / RUN / "other_0-1.csv"
+    bad.write_bytes(b"vpp_stage,name,step,norm\n0,w,0,1,2\n")
+    out = tmp_path / "out"
+    failed = invoke("run", example, "--db", out, "-j", "1", "-q")
+    assert failed.exit_code == 1 and failed.stderr.startswith(f"error: {bad}")
+    chunks_dir = out / ".trendconv" / "monitor" / "shards" / "_chunks"
+    [chunk] = chunks_dir.iterdir()
+    assert [meta["file"] for meta in shards.read_chunk(chunk, FORMATS["monitor"])] == [
+        "actv_0-1.csv",
+        "grad_reduced_0-1.csv",
+    ]
+    bad.write_text(GRAD)
+    again = invoke("run", example, "--db", out, "-j", "1")
+    assert f"  3 monitor CSV files: 1 parsed, 2 reused (shards in {out / '.trendconv'})" in again.stdout.splitlines()

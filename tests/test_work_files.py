@@ -26,7 +26,21 @@ INT64 = "an integer from -9223372036854775808 to 9223372036854775807"
 COUNT = "an integer from 0 to 9223372036854775807"
 AGAIN = "run `trendconv parse` again"  # as the CLI words it; the library: "run `trendconv.parse()` again"
 DUMP_SHARD = Path(".trendconv/dump/shards/step0_rank0.parquet")
-MONITOR_SHARD = Path(f".trendconv/monitor/shards/{RUN}/actv_0-1.csv.parquet")
+# The monitor shards of a parse share one chunk file (its name is a digest): the first unit's is actv_0-1.csv's.
+MONITOR_SHARD = Path(".trendconv/monitor/shards/_chunks")
+
+
+def located(out: Path, shard: Path) -> Path:
+    """The file of SHARD in OUT: the dump shard itself, or the monitor shards' one chunk file."""
+    if shard != MONITOR_SHARD:
+        return out / shard
+    [chunk] = (out / shard).iterdir()
+    return chunk
+
+
+def first_unit(change):
+    """CHANGE applied to the entry of the first unit in a chunk's footer."""
+    return lambda document: {**document, "units": [change(document["units"][0]), *document["units"][1:]]}
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +183,8 @@ def test_dump_footer_schema(converted, change, message):
 
 @pytest.mark.parametrize(("change", "message"), MONITOR_FOOTERS)
 def test_monitor_footer_schema(converted, change, message):
-    meta = shards.read_meta(converted[1] / MONITOR_SHARD, FORMATS["monitor"])
+    [meta, _] = shards.read_chunk(located(converted[1], MONITOR_SHARD), FORMATS["monitor"])
+    meta = {key: value for key, value in meta.items() if key not in ("chunk", "row_start")}
     with pytest.raises(schemas.Invalid) as caught:
         schemas.check_meta(change(meta), FORMATS["monitor"], meta["rows"])
     assert str(caught.value) == message
@@ -193,14 +208,24 @@ FOOTER_KINDS = {
     "huge micro_steps": (DUMP_SHARD, setting("micro_steps", 2**63 + 5), "unexpected footer: 'micro_steps' is 92233"),
     "the other format": (DUMP_SHARD, setting("input_format", "monitor"), "unexpected footer: a monitor shard where"),
     "another step": (DUMP_SHARD, setting("step", 1), "unexpected footer: it describes step1_rank0.parquet"),
-    "a monitor key missing": (MONITOR_SHARD, without("has_micro_step"), "unexpected footer: no 'has_micro_step'"),
-    "another file": (MONITOR_SHARD, setting("file", "actv_2-3.csv"), f"unexpected footer: it describes {RUN}/actv_2"),
+    "a monitor key missing": (
+        MONITOR_SHARD,
+        first_unit(without("has_micro_step")),
+        "unexpected footer: units[0]: no 'has_micro_step'",
+    ),
+    "a chunk key missing": (MONITOR_SHARD, without("chunk"), "unexpected footer: no 'chunk'"),
+    "rows that overlap": (
+        MONITOR_SHARD,
+        first_unit(setting("row_start", 1)),
+        "unexpected footer: 'units[0].row_start' is 1, expected 0",
+    ),
 }
 
 
 @pytest.mark.parametrize("kind", FOOTER_KINDS)
 def test_a_tampered_footer_is_one_line_for_load_reparsed_by_run_corrupt_for_inspect(out, data, kind):
     shard, change, message = FOOTER_KINDS[kind]
+    shard = located(out, shard).relative_to(out)
     set_footer(out / shard, change)
     before = databases(out)
     loaded = invoke("load", out / ".trendconv", "--db", out)
@@ -208,13 +233,19 @@ def test_a_tampered_footer_is_one_line_for_load_reparsed_by_run_corrupt_for_insp
     assert loaded.stderr.startswith(f"error: {out / shard}: {message}")
     assert loaded.stderr.endswith(f"; {AGAIN}\n") and loaded.stderr.count("\n") == 1
     assert databases(out) == before and leftovers(out) == []
-    fmt = "monitor" if shard == MONITOR_SHARD else "dump"
+    fmt = "monitor" if shard.parent == MONITOR_SHARD else "dump"
     inspected = orjson.loads(invoke("inspect", out / ".trendconv", "--format", fmt, "--json").stdout)
-    assert [entry["status"] for entry in inspected["shards"]] == ["corrupt", "ok"]
+    # the monitor shards share the damaged chunk
+    statuses = ["corrupt", "ok"] if fmt == "dump" else ["corrupt", "corrupt"]
+    assert [entry["status"] for entry in inspected["shards"]] == statuses
     rerun = invoke("run", data, "--db", out, "-j", "1")
     assert rerun.exit_code == 0, rerun.output
-    units = "file sets" if fmt == "dump" else "monitor CSV files"
-    assert f"  2 {units}: 1 parsed, 1 reused (shards in {out / '.trendconv'})" in rerun.stdout.splitlines()
+    units, counts = ("file sets", "1 parsed, 1 reused")
+    if fmt == "monitor":
+        units, counts = ("monitor CSV files", "2 parsed, 0 reused")
+    assert f"  2 {units}: {counts} (shards in {out / '.trendconv'})" in rerun.stdout.splitlines()
+    # a damaged chunk whose footer names it is trendconv's, and goes; one that does not say so is left in place
+    assert (out / shard).exists() == (fmt == "dump" or kind == "a chunk key missing")
     assert {name: content for name, (_, content) in databases(out).items()} == {
         name: content for name, (_, content) in before.items()
     }
@@ -242,20 +273,21 @@ def test_a_footer_that_does_not_match_its_rows(out):
         "the footer); delete it and run `trendconv parse` again\n",
     )
     set_footer(out / DUMP_SHARD, setting("micro_steps", 2))
-    set_footer(out / MONITOR_SHARD, setting("micro_steps_per_step", [[0, 2**62], [1, 2]]))
+    chunk = located(out, MONITOR_SHARD)
+    set_footer(chunk, first_unit(setting("micro_steps_per_step", [[0, 2**62], [1, 2]])))
     loaded = invoke("load", out / ".trendconv", "--db", out)
     assert (loaded.exit_code, loaded.stderr) == (
         1,
         f"warning: {out / 'dump_data.trend.db'}: left unchanged: the monitor data failed, and the databases of all "
         "formats are replaced together or not at all\n"
-        f"error: {out / MONITOR_SHARD}: the rows do not match the footer (their micro-step counts per step are not "
+        f"error: {chunk}: the rows do not match the footer (their micro-step counts per step are not "
         "the footer's); delete it and run `trendconv parse` again\n",
     )
     assert databases(out) == before and leftovers(out) == []
 
 
 def test_monitor_step_slots_beyond_64_bits(out):
-    set_footer(out / MONITOR_SHARD, setting("micro_steps_per_step", [[0, 2**62], [1, 2**62 + 1]]))
+    set_footer(located(out, MONITOR_SHARD), first_unit(setting("micro_steps_per_step", [[0, 2**62], [1, 2**62 + 1]])))
     with pytest.raises(DataError) as caught:
         api.load(out / ".trendconv", out, input_format="monitor")
     assert str(caught.value) == (
@@ -428,23 +460,47 @@ def test_only_trendconv_shards_of_units_gone_from_data_are_removed(out, data, tm
     assert (summary.removed_orphans, len(summary.warnings)) == (0, 1)
 
 
-def test_monitor_shards_of_a_run_gone_from_data_are_removed_with_their_directory(out, data, tmp_path):
+def test_monitor_chunks_of_a_run_gone_from_data_are_removed(out, data, tmp_path):
     more = tmp_path / "more"
     shutil.copytree(data, more)
     old_run = "Feb19_10-00-00-rank1-0000aaaa"
     write_run(more, {"actv_0-1.csv": ACTV}, run=old_run)
-    assert invoke("run", more, "--db", out, "-j", "1", "-q").exit_code == 0
-    shards_dir = out / ".trendconv" / "monitor" / "shards"
-    assert (shards_dir / old_run / "actv_0-1.csv.parquet").is_file()
-    (shards_dir / RUN / "mine.parquet").write_text("a user's file")
+    assert invoke("run", more, "--db", out, "-j", "1", "-q").exit_code == 0  # the new run's file: a chunk of its own
+    chunks_dir = out / ".trendconv" / "monitor" / "shards" / "_chunks"
+    [first, new] = sorted(chunks_dir.iterdir(), key=lambda path: path.stat().st_mtime_ns)
+    assert [meta["run_dir"] for meta in shards.read_chunk(new, FORMATS["monitor"])] == [old_run]
+    (chunks_dir / "mine.parquet").write_text("a user's file")
     shutil.rmtree(more / old_run)
     summary = api.parse(more, out / ".trendconv", api.ParseOptions(), workers=1, input_format="monitor")
-    assert summary.removed_orphans == 1
-    assert sorted(path.name for path in shards_dir.iterdir()) == [RUN]
+    assert (summary.removed_orphans, summary.reused) == (1, 2)
+    assert sorted(path.name for path in chunks_dir.iterdir()) == sorted([first.name, "mine.parquet"])
     assert summary.warnings == [
-        f"{shards_dir}: left 1 file named *.parquet in place, as trendconv did not write them (first: {RUN}/"
-        "mine.parquet); they are not loaded"
+        f"{chunks_dir.parent}: left 1 file named *.parquet in place, as trendconv did not write them (first: "
+        "_chunks/mine.parquet); they are not loaded"
     ]
+
+
+def test_a_chunk_is_kept_while_one_of_its_units_is_good(out, data, tmp_path):
+    """A changed CSV file is parsed alone into a chunk of its own; the old chunk stays for the unchanged file."""
+    more = tmp_path / "more"
+    shutil.copytree(data, more)
+    chunks_dir = out / ".trendconv" / "monitor" / "shards" / "_chunks"
+    [first] = chunks_dir.iterdir()
+    with (more / RUN / "grad_reduced_0-1.csv").open("a") as changed:
+        changed.write("0,late.weight,1,1.0\n")
+    summary = api.parse(more, out / ".trendconv", api.ParseOptions(), workers=1, input_format="monitor")
+    assert (summary.parsed, summary.reused, summary.removed_orphans) == (1, 1, 0)
+    [second] = [path for path in chunks_dir.iterdir() if path != first]
+    assert [meta["file"] for meta in shards.read_chunk(second, FORMATS["monitor"])] == ["grad_reduced_0-1.csv"]
+    loaded = read_manifest(out / ".trendconv", FORMATS["monitor"])
+    assert [(shard.meta["file"], shard.file) for shard in loaded] == [
+        ("actv_0-1.csv", first),
+        ("grad_reduced_0-1.csv", second),
+    ]
+    shutil.copy(data / RUN / "grad_reduced_0-1.csv", more / RUN / "grad_reduced_0-1.csv")  # a new mtime: stale
+    again = api.parse(more, out / ".trendconv", api.ParseOptions(), workers=1, input_format="monitor")
+    assert (again.parsed, again.reused) == (1, 1)
+    assert len(list(chunks_dir.iterdir())) == 2  # the second chunk, now of no use, is gone; a third holds the file
 
 
 # --- all or nothing ----------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from trendconv.errors import DataError, TrendconvError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions, options_text
 from trendconv.parsing import CORRUPT, OK, ParseTask, status_of
-from trendconv.parsing.reuse import STATUSES
+from trendconv.parsing.reuse import STATUSES, chunks_of
 from trendconv.selection import from_record
 
 
@@ -89,14 +89,28 @@ def _entries(part: Path, data: Path, options: dict, fmt: Format, selection) -> t
         units = (fmt.scan(data, selection) if selection else fmt.scan(data)).units
     except TrendconvError as exc:
         found = shards.list_shards(part)
-        return (_entry_without_source(part, path, fmt) for path in found), f"sources not checked: {exc}"
-    return (_entry(part, unit, options, fmt) for unit in units), None
+        entries = (entry for path in found for entry in _entries_without_source(part, path, fmt))
+        return entries, f"sources not checked: {exc}"
+    chunks = chunks_of(part, fmt) if fmt.chunked else None
+    return (_entry(part, unit, options, fmt, chunks) for unit in units), None
 
 
-def _entry(part: Path, unit, options: dict, fmt: Format) -> dict:
+def _entry(part: Path, unit, options: dict, fmt: Format, chunks) -> dict:
     task = ParseTask(unit, ParseOptions(micro_step=options["micro_step"]), part, fmt)
-    status, meta = status_of(task, options)
-    return _shard_entry(fmt.label(unit), task.shard_path, status, meta, fmt)
+    status, meta = status_of(task, options, chunks)
+    path = Path(meta["chunk"]) if meta and "chunk" in meta else task.shard_path  # a chunk holds many units' shards
+    return _shard_entry(fmt.label(unit), path, status, meta, fmt)
+
+
+def _entries_without_source(part: Path, path: Path, fmt: Format) -> list[dict]:
+    """The entry of a shard file, or those of the units of a chunk file (trendconv.shards)."""
+    if not shards.is_chunk(path, shards.shard_dir(part)):
+        return [_entry_without_source(part, path, fmt)]
+    try:
+        metas = shards.read_chunk(path, fmt)
+    except DataError:
+        return [_shard_entry(dict.fromkeys(fmt.label_fields), path, CORRUPT, None, fmt)]
+    return [_shard_entry(fmt.meta_label(meta), path, OK, meta, fmt) for meta in metas]
 
 
 def _entry_without_source(part: Path, path: Path, fmt: Format) -> dict:

@@ -187,6 +187,9 @@ def spec(value, name: str) -> None:
         raise Invalid(f"{_quoted(name)} is {shown(value)}: {exc}") from None
 
 
+# manifest.json of a format whose units share chunk files: which file holds each unit of "shards", in runs
+# [chunk name or null (the unit's own file), how many units] that cover the list in order.
+LOCATED = {"located": list_of(pair(optional(shard_name), integer(1, 2**63 - 1)))}
 OPTIONS = obj({"micro_step": boolean, "mapping_sha256": sha256})
 SELECTION = {"selection": obj({"steps": optional(spec), "ranks": optional(spec)})}  # only when a parse selects
 SOURCE = obj({"path": text, "size": optional(integer(*COUNT)), "mtime_ns": optional(integer(*INT64))})
@@ -223,6 +226,42 @@ def check_meta(document, fmt: Format, rows: int) -> None:
     fmt.check_meta(document)
 
 
+CHUNK_FORMAT = 1
+
+
+def check_chunk(document, fmt: Format, rows: int, name: str) -> list[dict]:
+    """The units' metas of DOCUMENT, once it is found to be the footer of the chunk file NAME (relative to the
+    shard directory) with ROWS rows: each unit's meta is checked as `check_meta` checks a shard's, with the first
+    row of its rows (`row_start`) besides, and the units' rows follow each other and fill the file."""
+    if type(document) is not dict:
+        raise _wrong("", document, "an object")
+    found = document.get("chunk_format")
+    if type(found) is int and found != CHUNK_FORMAT:
+        raise OtherShardFormat(f"chunk format {found}, this trendconv reads format {CHUNK_FORMAT}")
+    obj({"chunk_format": equal(CHUNK_FORMAT), "chunk": equal(name), "units": list_of(_is_dict, least=1)})(document, "")
+    units, start = [], 0
+    for index, entry in enumerate(document["units"]):
+        unit = dict(entry)
+        if unit.pop("row_start", None) != start:
+            raise Invalid(f"'units[{index}].row_start' is {shown(entry.get('row_start'))}, expected {start}")
+        try:
+            check_meta(unit, fmt, unit.get("rows"))
+        except OtherShardFormat:
+            raise
+        except Invalid as exc:
+            raise Invalid(f"units[{index}]: {exc}") from None
+        start += unit["rows"]
+        units.append(entry)
+    if start != rows:
+        raise Invalid(f"the units' rows add up to {start}, the chunk holds {rows}")
+    return units
+
+
+def _is_dict(value, name: str) -> None:
+    if type(value) is not dict:
+        raise _wrong(name, value, "an object")
+
+
 def manifest(name: str) -> Check:
     """manifest.json of the part of WORK of the format NAME."""
     return obj(
@@ -232,7 +271,7 @@ def manifest(name: str) -> Check:
             "options": OPTIONS,
             "shards": list_of(shard_name, least=1, distinct=True),
         },
-        SELECTION,
+        {**SELECTION, **LOCATED},
     )
 
 

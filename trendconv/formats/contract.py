@@ -120,6 +120,9 @@ class Format(ABC):
     metric_columns: bool
     # The modules `parse` imports: worker processes import them once, before their first task.
     parser_modules: tuple[str, ...]
+    # True: the parse writes the shards of many units into one chunk file (trendconv.shards: a Parquet file per
+    # unit costs more than parsing a small one); resume and inspect still go by unit.
+    chunked: bool = False
     # trendconv 0.1 kept the dump part of WORK at WORK itself (trendconv.workdir reads it there, and moves it).
     old_part_at_work: bool = False
     # Split output (trendconv.loading.split): what one group of shards is called in messages (`step directory`),

@@ -21,8 +21,11 @@ def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> N
     workdir.write_json_atomic(workdir.work_json_path(part), document)
 
 
-def write_manifest(part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format) -> None:
-    """The complete shard list, in processing order: written last, it says the parse finished."""
+def write_manifest(
+    part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format, located: dict[Path, str] | None = None
+) -> None:
+    """The complete shard list, in processing order: written last, it says the parse finished. LOCATED: the
+    chunk file of each unit whose shard is in one (by its shard path); the others have their own files."""
     directory = shards.shard_dir(part)
     document = {
         "shard_format": shards.SHARD_FORMAT,
@@ -30,8 +33,25 @@ def write_manifest(part: Path, options: ParseOptions, tasks: list[ParseTask], fm
         "options": options.record(),
         "shards": [task.shard_path.relative_to(directory).as_posix() for task in tasks],
     }
+    if located:
+        document["located"] = _runs([_relative(located.get(task.shard_path), directory) for task in tasks])
     _record_selection(document, options)
     workdir.write_json_atomic(workdir.manifest_path(part), document)
+
+
+def _relative(chunk: str | None, directory: Path) -> str | None:
+    return None if chunk is None else Path(chunk).relative_to(directory).as_posix()
+
+
+def _runs(names: list[str | None]) -> list[list]:
+    """NAMES as runs [name, count]: the units of a chunk come one after another."""
+    runs: list[list] = []
+    for name in names:
+        if runs and runs[-1][0] == name:
+            runs[-1][1] += 1
+        else:
+            runs.append([name, 1])
+    return runs
 
 
 def _record_selection(document: dict, options: ParseOptions) -> None:
@@ -46,11 +66,46 @@ def read_manifest(work: Path, fmt: Format, keep: Callable = lambda shard: shard)
     shard as KEEP returns it (the load stage keeps them packed, trendconv.loading.records)."""
     part = workdir.found_part(work, fmt)
     unfinished = "the parse of this WORK did not finish; run `trendconv.parse()` again"
-    document = workdir.read_json_document(workdir.manifest_path(part), unfinished, schemas.manifest(fmt.name))
+    path = workdir.manifest_path(part)
+    document = workdir.read_json_document(path, unfinished, schemas.manifest(fmt.name))
     directory = shards.shard_dir(part)
-    found = []
-    for name in document["shards"]:
-        if not (directory / name).is_file():
-            raise DataError(f"{directory / name}: shard missing; run `trendconv.parse()` again to rebuild it")
-        found.append(keep(shards.read_own(directory, name, fmt)))
+    places = _places(document, path)
+    chunks: dict[str, dict[str, dict]] = {}
+    found, shared = [], shards.Shared()
+    for name, chunk in zip(document["shards"], places):
+        shard = _own(directory, name, fmt) if chunk is None else _in_chunk(directory, name, chunk, chunks, fmt)
+        found.append(keep(shards.Shard(shard.path, shared(shard.meta))))
     return sorted(found, key=lambda shard: fmt.meta_order(shard.meta))
+
+
+def _places(document: dict, path: Path) -> list[str | None]:
+    """The chunk of each unit of the manifest, None for a unit's own file."""
+    runs = document.get("located", [[None, len(document["shards"])]])
+    places = [name for name, count in runs for _ in range(count)]
+    if len(places) != len(document["shards"]):
+        raise DataError(
+            f"{path}: unexpected manifest: 'located' covers {len(places)} of {len(document['shards'])} "
+            f"shards; {schemas.AGAIN}"
+        )
+    return places
+
+
+def _own(directory: Path, name: str, fmt: Format) -> shards.Shard:
+    if not (directory / name).is_file():
+        raise DataError(f"{directory / name}: shard missing; run `trendconv.parse()` again to rebuild it")
+    return shards.read_own(directory, name, fmt)
+
+
+def _in_chunk(directory: Path, name: str, chunk: str, chunks: dict, fmt: Format) -> shards.Shard:
+    """The shard of the unit NAME in the chunk file CHUNK, whose footer is read once."""
+    if chunk not in chunks:
+        path = directory / chunk
+        if not shards.is_chunk(path, directory) or not path.is_file():
+            raise DataError(f"{path}: shard missing; run `trendconv.parse()` again to rebuild it")
+        if len(chunks) >= 4:  # a chunk's units mostly follow each other: a few footers at a time are enough
+            chunks.pop(next(iter(chunks)))
+        chunks[chunk] = {fmt.meta_shard_name(meta): meta for meta in shards.read_chunk(path, fmt)}
+    meta = chunks[chunk].get(name)
+    if meta is None:
+        raise DataError(f"{directory / chunk}: holds no shard of {name}; run `trendconv.parse()` again")
+    return shards.Shard(directory / name, meta)

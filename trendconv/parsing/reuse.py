@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trendconv import shards
@@ -15,12 +16,29 @@ OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 STATUSES = (OK, STALE, CORRUPT, MISSING)
 
 
-def status_of(task: ParseTask, options: dict | None = None) -> tuple[str, dict | None]:
+def status_of(task: ParseTask, options: dict | None = None, chunks: Chunks | None = None) -> tuple[str, dict | None]:
     """ok (reusable), stale (sources, options or shard format changed), corrupt (not a valid shard of the
-    task's unit) or missing, and the shard's meta.
+    task's unit) or missing, and the shard's meta: of the unit's own shard file, or else of its shard in one of
+    CHUNKS (a format with `Format.chunked`; the first good one in file-name order).
 
     OPTIONS stands in for the task's `options.record()` where only that record is known (inspect).
     """
+    status, meta = _own_status(task, options)
+    if status == OK or chunks is None:
+        return status, meta
+    held = chunks.units.get(task.format.shard_name(task.unit), [])
+    record, sources = options or task.options.record(), source_stats(task) if held else None
+    for candidate in held:
+        if _same_unit(task, candidate) and candidate["options"] == record and candidate["sources"] == sources:
+            return OK, candidate
+    if status == MISSING and held:
+        return STALE, held[0]
+    if status == MISSING and task.format.shard_name(task.unit) in chunks.damaged:
+        return CORRUPT, None
+    return status, meta
+
+
+def _own_status(task: ParseTask, options: dict | None) -> tuple[str, dict | None]:
     path = task.shard_path
     if not path.is_file():
         return MISSING, None
@@ -30,51 +48,158 @@ def status_of(task: ParseTask, options: dict | None = None) -> tuple[str, dict |
         return STALE, None
     except DataError:
         return CORRUPT, None
-    if any(meta[key] != value for key, value in task.format.identity(task.unit).items()):
+    if not _same_unit(task, meta):
         return CORRUPT, None  # a valid meta of another unit: the file was moved or edited
     fresh = meta["options"] == (options or task.options.record()) and meta["sources"] == source_stats(task)
     return (OK if fresh else STALE), meta
 
 
+def _same_unit(task: ParseTask, meta: dict) -> bool:
+    return all(meta[key] == value for key, value in task.format.identity(task.unit).items())
+
+
+@dataclass
+class Chunks:
+    """The chunk files of a format's part of WORK (trendconv.shards) and the units' shards they hold."""
+
+    units: dict[str, list[dict]] = field(default_factory=dict)  # unit's shard name -> its metas, file-name order
+    holds: dict[Path, list[dict]] = field(default_factory=dict)  # a chunk trendconv wrote -> its units' metas
+    foreign: list[Path] = field(default_factory=list)  # under the chunk directory, not a chunk trendconv wrote
+    broken: list[Path] = field(default_factory=list)  # a chunk whose footer names it, but is not valid: removed
+    damaged: set[str] = field(default_factory=set)  # units a foreign file's footer names: their status is corrupt
+
+
+def _document(path: Path) -> object:
+    try:
+        return shards.footer_document(path)
+    except DataError:
+        return None
+
+
+def _named_units(document: object, fmt: Format) -> set[str]:
+    """The units a damaged chunk's footer seems to name, as far as it can be read."""
+    try:
+        return {fmt.meta_shard_name(unit) for unit in document["units"]}
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return set()
+
+
+def chunks_of(part: Path, fmt: Format) -> Chunks:
+    """Every chunk file of PART, its footer checked (trendconv.shards.read_chunk)."""
+    directory = shards.shard_dir(part)
+    found = Chunks()
+    for path in shards.list_shards(part):
+        if not shards.is_chunk(path, directory):
+            continue
+        try:
+            metas = None if path.is_symlink() else shards.read_chunk(path, fmt)
+        except DataError:
+            metas = None
+        if metas is None:
+            document = _document(path)
+            found.damaged.update(_named_units(document, fmt))
+            names_it = type(document) is dict and document.get("chunk") == path.relative_to(directory).as_posix()
+            (found.broken if names_it and not path.is_symlink() else found.foreign).append(path)
+            continue
+        found.holds[path] = metas
+        for meta in metas:
+            found.units.setdefault(fmt.meta_shard_name(meta), []).append(meta)
+    return found
+
+
+def in_use(statuses: list[tuple[ParseTask, str, dict | None]]) -> set[Path]:
+    """The shard files (own or chunk) that hold the good shards of STATUSES."""
+    used = set()
+    for task, status, meta in statuses:
+        if status == OK:
+            used.add(Path(meta["chunk"]) if "chunk" in meta else task.shard_path)
+    return used
+
+
 def remove_orphans(
-    part: Path, tasks: list[ParseTask], fmt: Format, selection: Selection = EVERYTHING
+    part: Path,
+    tasks: list[ParseTask],
+    fmt: Format,
+    selection: Selection = EVERYTHING,
+    chunks: Chunks | None = None,
+    used: set[Path] | None = None,
 ) -> tuple[int, list[Path]]:
     """Shards of units that are no longer in DATA would otherwise be loaded as if they were: they are removed.
 
-    Only trendconv's own: a regular file under the shard directory whose valid meta names it (shards.read_own).
-    Anything else named *.parquet there (a user's file, a link, a damaged file) is left in place and returned.
-    Shards of units outside SELECTION stay, unloaded, for a later parse that selects them.
+    Only trendconv's own: a regular file under the shard directory whose valid meta names it (shards.read_own),
+    or a chunk whose valid footer names it. Anything else named *.parquet there (a user's file, a link, a damaged
+    file) is left in place and returned. Shards of units outside SELECTION stay, unloaded, for a later parse that
+    selects them. With CHUNKS (a chunked format), USED says which files hold good shards: a unit's own shard
+    that is not one of them is replaced by one in a chunk, and a chunk none of whose units is used goes.
     """
-    wanted = {task.shard_path for task in tasks}
+    wanted = {task.shard_path for task in tasks} if chunks is None else (used or set())
     directory = shards.shard_dir(part)
-    removed, foreign = 0, []
+    removed, foreign = 0, list(chunks.foreign) if chunks else []
     for path in shards.list_shards(part):
-        if path in wanted:
+        if path in wanted or (chunks is not None and shards.is_chunk(path, directory)):
             continue
         meta = _own_meta(directory, path, fmt)
-        if meta is not None and not fmt.meta_selected(meta, selection):
+        if meta is not None and not _selected(fmt, meta, selection):
             continue
         if meta is not None:
-            try:
-                path.unlink()
-            except OSError as exc:
-                raise cannot_write(path, exc) from None
-            removed += 1
-            if path.parent != directory:  # a sub-directory of shards: gone too once empty (rmdir keeps a full one)
-                with contextlib.suppress(OSError):
-                    path.parent.rmdir()
+            removed += _remove(path, directory)
         else:
             foreign.append(path)
-    return removed, foreign
+    if chunks is not None:
+        removed += _remove_chunks(chunks, wanted, tasks, fmt, selection, directory)
+    return removed, sorted(foreign)
+
+
+def _remove_chunks(chunks: Chunks, used: set[Path], tasks, fmt: Format, selection: Selection, directory: Path) -> int:
+    """Remove the chunks none of whose units' shards is used; how many of their units are no longer in DATA."""
+    names = {fmt.shard_name(task.unit) for task in tasks}
+    gone = 0
+    for path in chunks.broken:
+        _remove(path, directory)
+    for path, metas in chunks.holds.items():
+        if path not in used and all(_selected(fmt, meta, selection) for meta in metas):
+            _remove(path, directory)
+            gone += sum(fmt.meta_shard_name(meta) not in names for meta in metas)
+    return gone
+
+
+def _selected(fmt: Format, meta: dict, selection: Selection) -> bool:
+    try:
+        return fmt.meta_selected(meta, selection)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # a footer of an older trendconv
+        return True
+
+
+def _remove(path: Path, directory: Path) -> int:
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+    if path.parent != directory:  # a sub-directory of shards: gone too once empty (rmdir keeps a full one)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
+    return 1
 
 
 def _own_meta(directory: Path, path: Path, fmt: Format) -> dict | None:
-    """The meta of a shard trendconv wrote, or None for any other file."""
+    """The meta of a unit's shard trendconv wrote, or None for any other file. A shard of another shard format
+    is trendconv's too when its footer names it (an older trendconv wrote it)."""
     if path.is_symlink():
         return None
+    name = path.relative_to(directory).as_posix()
     try:
-        return shards.read_own(directory, path.relative_to(directory).as_posix(), fmt).meta
+        return shards.read_own(directory, name, fmt).meta
+    except shards.OtherShardFormat:
+        return _older_own(path, name, fmt)
     except DataError:
+        return None
+
+
+def _older_own(path: Path, name: str, fmt: Format) -> dict | None:
+    try:
+        document = shards.footer_document(path)
+        return document if fmt.meta_shard_name(document) == name else None
+    except (DataError, KeyError, TypeError, ValueError, AttributeError, IndexError):
         return None
 
 

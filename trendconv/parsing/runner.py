@@ -7,21 +7,29 @@ it stopped. A manifest written last (`WORK/<format>/manifest.json`) says the set
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from trendconv import workdir
+import orjson
+
+from trendconv import schemas, shards, workdir
 from trendconv.errors import TrendconvError, internal_error
 from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
 from trendconv.formats import Format, Scanned
 from trendconv.options import ParseOptions
 from trendconv.parsing.manifest import start_parse, write_manifest
-from trendconv.parsing.reuse import OK, foreign_warnings, remove_orphans, status_of
-from trendconv.parsing.tasks import ParseTask, parse_chunk, source_stats
+from trendconv.parsing.reuse import OK, chunks_of, foreign_warnings, in_use, remove_orphans, status_of
+from trendconv.parsing.tasks import ChunkJob, ParseTask, parse_chunk, parse_together, source_stats
 from trendconv.summaries import ParseSummary
 
 CHUNK_BYTES, CHUNK_TASKS = 2 * 1024 * 1024, 64
+# A chunked format's units per chunk file: a Parquet file's fixed costs are then small per unit, and a resume
+# that re-reads one changed file rewrites only its own small chunk.
+CHUNK_UNITS = 256
 
 
 def plan(data: Path, work: Path, options: ParseOptions, fmt: Format) -> tuple[Scanned, list[ParseTask]]:
@@ -58,45 +66,63 @@ def run_parse(
         on_plan(tasks)
     workdir.move_old_part(work, fmt)
     start_parse(data, part, options, fmt)
-    summary.removed_orphans, foreign = remove_orphans(part, tasks, fmt, options.selection)
+    chunks = chunks_of(part, fmt) if fmt.chunked else None
+    statuses = [(task, *status_of(task, chunks=chunks)) for task in tasks]
+    summary.removed_orphans, foreign = remove_orphans(
+        part, tasks, fmt, options.selection, chunks, in_use(statuses) if chunks else None
+    )
     summary.warnings += foreign_warnings(part, foreign)
-    todo = []
-    for task in tasks:
-        status, meta = status_of(task)
+    located, todo, shared = {}, [], shards.Shared()
+    for task, status, meta in statuses:
         if status == OK:
-            _count(summary, meta, reused=True)
-            if on_shard:
-                on_shard(task, meta, True)
+            _taken(summary, located, task, shared(meta), on_shard, reused=True)
         else:
             todo.append(task)
-    executor = executor or local_executor(_workers_for(workers, len(todo)), _planned_bytes(todo))
+    # what the chunk footers said is used now; only the names of the chunk files are needed further on
+    held = None if chunks is None else set(chunks.holds)
+    del statuses, chunks
+    sizes = [_size(task) for task in todo]  # each file looked at once: thousands of small files a second
+    executor = executor or local_executor(_workers_for(workers, len(todo)), sum(sizes))
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
-    with contextlib.closing(_results(executor, todo)) as results:
+    with contextlib.closing(_results(executor, todo, sizes, held)) as results:
         for task, meta in results:
-            _count(summary, meta, reused=False)
-            if on_shard:
-                on_shard(task, meta, False)
-    write_manifest(part, options, tasks, fmt)
+            _taken(summary, located, task, shared(meta), on_shard, reused=False)
+    write_manifest(part, options, tasks, fmt, located if held is not None else None)
     return summary
 
 
-def _planned_bytes(todo: list[ParseTask]) -> int:
-    """The input still to parse, in bytes: with little of it, one process is faster than a pool."""
-    return sum(source["size"] or 0 for task in todo for source in source_stats(task))
+def _taken(summary: ParseSummary, located: dict, task: ParseTask, meta: dict, on_shard, *, reused: bool) -> None:
+    """A unit's shard is ready: counted, its file noted for the manifest, and told of."""
+    _count(summary, meta, reused=reused)
+    if "chunk" in meta:
+        located[task.shard_path] = meta["chunk"]
+    if on_shard:
+        on_shard(task, meta, reused)
+
+
+def _size(task: ParseTask) -> int:
+    """The task's input in bytes: with little input to parse, one process is faster than a pool."""
+    return sum(source["size"] or 0 for source in source_stats(task))
 
 
 def _workers_for(workers: int | None, todo: int) -> int:
     return workers if workers is not None else default_workers(todo)
 
 
-def _results(executor: Executor, todo: list[ParseTask]) -> Iterator[tuple[ParseTask, dict]]:
-    # In-process there is no transfer to save, and one task at a time lets `run` load while parsing.
-    most = 1 if isinstance(executor, InlineExecutor) else CHUNK_TASKS
-    outcomes = executor.imap_unordered(parse_chunk, list(chunks(todo, most)))
+def _results(
+    executor: Executor, todo: list[ParseTask], sizes: list[int], held: set[Path] | None
+) -> Iterator[tuple[ParseTask, dict]]:
+    if held is not None:
+        jobs = chunk_jobs(todo, held, sizes)
+        outcomes = executor.imap_unordered(parse_together, jobs)
+    else:
+        # In-process there is no transfer to save, and one task at a time lets `run` load while parsing.
+        most = 1 if isinstance(executor, InlineExecutor) else CHUNK_TASKS
+        outcomes = executor.imap_unordered(parse_chunk, list(chunks(todo, most, sizes)))
     try:
         for outcome in outcomes:
             if outcome.error is not None:
-                raise _task_failure(outcome.task[0], outcome.error)
+                raise _task_failure(outcome.task, outcome.error)
             for task, meta, error in outcome.value:
                 if error is not None:
                     raise _task_failure(task, error)
@@ -105,19 +131,45 @@ def _results(executor: Executor, todo: list[ParseTask]) -> Iterator[tuple[ParseT
         outcomes.close()
 
 
-def chunks(tasks: list[ParseTask], most: int = CHUNK_TASKS) -> Iterator[tuple[ParseTask, ...]]:
+def chunks(
+    tasks: list[ParseTask], most: int = CHUNK_TASKS, sizes: list[int] | None = None
+) -> Iterator[tuple[ParseTask, ...]]:
     """Tasks in groups of about CHUNK_BYTES of input (at most MOST tasks): small monitor CSV files then
     travel to a worker many at a time, while a dump file set (megabytes) still goes alone."""
     chunk: list[ParseTask] = []
     size = 0
-    for task in tasks:
+    for index, task in enumerate(tasks):
         chunk.append(task)
-        size += sum(source["size"] or 0 for source in source_stats(task))
+        size += _size(task) if sizes is None else sizes[index]
         if size >= CHUNK_BYTES or len(chunk) >= most:
             yield tuple(chunk)
             chunk, size = [], 0
     if chunk:
         yield tuple(chunk)
+
+
+def chunk_jobs(todo: list[ParseTask], held: set[Path], sizes: list[int] | None = None) -> list[ChunkJob]:
+    """The tasks in chunks (as `chunks` groups them), each with the chunk file its shards go to: named by a digest
+    of its units and options, never the name of a file trendconv did not write (see `_free_path`)."""
+    jobs: list[ChunkJob] = []
+    taken: set[Path] = set()
+    for group in chunks(todo, CHUNK_UNITS, sizes):
+        digest = hashlib.sha256(orjson.dumps([group[0].options.record(), *(str(task.shard_path) for task in group)]))
+        path = _free_path(group[0], digest.hexdigest()[:24], held, taken)
+        taken.add(path)
+        jobs.append(ChunkJob(group, path))
+    return jobs
+
+
+def _free_path(task: ParseTask, stem: str, held: set[Path], taken: set[Path]) -> Path:
+    """A chunk path for new shards: the file there, if any, is a chunk trendconv wrote whose units are all
+    being parsed again (a chunk holds the same units only under the same name)."""
+    directory = shards.shard_dir(task.part)
+    for suffix in itertools.count():
+        path = shards.chunk_path(directory, f"{stem}{f'-{suffix}' if suffix else ''}{schemas.SHARD_SUFFIX}")
+        if path not in taken and (path in held or not os.path.lexists(path)):
+            return path
+    raise AssertionError("unreachable")
 
 
 def _task_failure(task: ParseTask, error: BaseException) -> TrendconvError:

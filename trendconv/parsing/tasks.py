@@ -6,12 +6,16 @@ import functools
 import gc
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trendconv import __version__, shards
 from trendconv.errors import TrendconvError, internal_error
 from trendconv.faults import fault_point
 from trendconv.formats import Format
 from trendconv.options import ParseOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,15 @@ def parse_task(task: ParseTask) -> dict:
 
 
 def _parse_task(task: ParseTask) -> dict:
+    table, meta = _rows_of(task)
+    fault_point("parse-before-write")
+    shards.write_shard(task.shard_path, table, meta)
+    fault_point("parse-shard")
+    return meta
+
+
+def _rows_of(task: ParseTask) -> tuple[pa.Table, dict]:
+    """The unit's rows and the whole meta of its shard."""
     sources = source_stats(task)
     table, meta_of_rows = task.format.parse(task.unit, task.options)
     meta = {
@@ -85,7 +98,44 @@ def _parse_task(task: ParseTask) -> dict:
         "sources": sources,
         **meta_of_rows,
     }
-    fault_point("parse-before-write")
-    shards.write_shard(task.shard_path, table, meta)
-    fault_point("parse-shard")
-    return meta
+    return table, meta
+
+
+@dataclass(frozen=True)
+class ChunkJob:
+    """Tasks whose shards go into one chunk file (a format with `Format.chunked`)."""
+
+    tasks: tuple[ParseTask, ...]
+    path: Path  # the chunk file to write
+
+
+def parse_together(job: ChunkJob) -> list[tuple[ParseTask, dict | None, BaseException | None]]:
+    """Worker entry point: parse the tasks of JOB in order and write the shards of those parsed into one chunk
+    file, so that the Parquet write and read are paid once per chunk; the first failure ends the job (the tasks
+    before it are still written)."""
+    paused = gc.isenabled()
+    gc.disable()  # as in parse_task
+    try:
+        parsed, failure = _parse_all(job.tasks)
+        results = []
+        if parsed:
+            fault_point("parse-before-write")
+            metas = shards.write_chunk(job.path, [rows for _, rows in parsed])
+            fault_point("parse-shard")
+            results = [(task, meta, None) for (task, _), meta in zip(parsed, metas)]
+        return results + ([failure] if failure else [])
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_all(tasks: tuple[ParseTask, ...]) -> tuple[list, tuple | None]:
+    parsed = []
+    for task in tasks:
+        try:
+            parsed.append((task, _rows_of(task)))
+        except TrendconvError as exc:
+            return parsed, (task, None, exc)
+        except Exception as exc:  # noqa: BLE001 - a bug: said so here, where its traceback is
+            return parsed, (task, None, internal_error(exc, f"parsing {task.format.place(task.unit)}"))
+    return parsed, None

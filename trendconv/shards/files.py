@@ -36,8 +36,14 @@ DICT_STRING = pa.dictionary(pa.int32(), pa.string())
 
 @dataclass(frozen=True)
 class Shard:
-    path: Path
-    meta: dict  # the footer document
+    path: Path  # the unit's shard: its own file, or its name in a chunk
+    meta: dict  # the footer document (in a chunk: the unit's entry, with its chunk and first row)
+
+    @property
+    def file(self) -> Path:
+        """The file that holds the rows: the shard's own, or its chunk."""
+        chunk = self.meta.get("chunk")
+        return self.path if chunk is None else Path(chunk)
 
 
 class OtherShardFormat(DataError):
@@ -80,14 +86,9 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
 def read_meta(path: Path, fmt: Format) -> dict:
     """The meta alone (cheap: no rows are read), once trendconv.schemas found it to be the meta of a shard of FMT
     with the columns and the number of rows it says; otherwise a DataError naming it."""
-    if not path.is_file():  # not even opened: a FIFO would block
-        raise DataError(f"{path}: not a readable trendconv shard (not a file); {schemas.AGAIN}")
-    try:
-        with pq.ParquetFile(path) as parquet:
-            rows, columns = parquet.metadata.num_rows, parquet.schema_arrow
-        document = orjson.loads((columns.metadata or {})[META_KEY])
-    except (OSError, pa.ArrowException, KeyError, orjson.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)}); {schemas.AGAIN}") from None
+    document, rows, columns = _footer(path)
+    if type(document) is dict and "chunk_format" in document:
+        raise ChunkFile(f"{path}: a chunk of many units' shards, not one unit's")
     try:
         schemas.check_meta(document, fmt, rows)
     except schemas.OtherShardFormat as exc:
@@ -97,6 +98,24 @@ def read_meta(path: Path, fmt: Format) -> dict:
     if columns.remove_metadata() != fmt.shard_schema(document):
         raise DataError(f"{path}: unexpected shard columns; {schemas.AGAIN}")
     return document
+
+
+def _footer(path: Path) -> tuple[object, int, pa.Schema]:
+    """The footer document of the shard file at PATH, its number of rows and its columns."""
+    if not path.is_file():  # not even opened: a FIFO would block
+        raise DataError(f"{path}: not a readable trendconv shard (not a file); {schemas.AGAIN}")
+    try:
+        with pq.ParquetFile(path) as parquet:
+            rows, columns = parquet.metadata.num_rows, parquet.schema_arrow
+        document = orjson.loads((columns.metadata or {})[META_KEY])
+    except (OSError, pa.ArrowException, KeyError, orjson.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)}); {schemas.AGAIN}") from None
+    return document, rows, columns
+
+
+def footer_document(path: Path) -> object:
+    """The footer document of a shard file, unchecked (only to tell whose an unreadable old shard is)."""
+    return _footer(path)[0]
 
 
 def read_own(directory: Path, name: str, fmt: Format) -> Shard:
@@ -141,3 +160,136 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, OSError) and exc.errno:  # the system's words, not Arrow's sentence around them
         return os.strerror(exc.errno)
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+# ---- chunks: one Parquet file holding the shards of many units (docs/architecture.md, "Chunk files")
+
+CHUNK_DIR = "_chunks"  # no format's shard name starts with it: run directories hold "-rank", dump names "step"
+CHUNK_FORMAT = schemas.CHUNK_FORMAT
+CHUNK_KEYS = ("chunk", "row_start")  # what an in-memory meta of a unit in a chunk has besides its footer entry
+
+
+class ChunkFile(DataError):
+    """A chunk file, read where a unit's own shard was expected."""
+
+
+def chunk_path(directory: Path, name: str) -> Path:
+    return directory / CHUNK_DIR / name
+
+
+def write_chunk(path: Path, parts: list[tuple[pa.Table, dict]]) -> list[dict]:
+    """The rows and metas of many units as one shard file, rows in the order of PARTS; the metas of the units as
+    `read_chunk` gives them (each with its chunk and first row)."""
+    units, start = [], 0
+    for table, meta in parts:
+        units.append({**meta, "row_start": start})
+        start += table.num_rows
+    # Units differ in their columns (a monitor file's stats): the chunk has their union, missing cells null.
+    table = pa.concat_tables([table for table, _ in parts], promote_options="default")
+    document = {"chunk_format": CHUNK_FORMAT, "chunk": _chunk_name(path), "units": units}
+    write_shard(path, table, document)
+    return [_located(unit, path) for unit in units]
+
+
+def _chunk_name(path: Path) -> str:
+    return f"{CHUNK_DIR}/{path.name}"
+
+
+def _located(unit: dict, path: Path) -> dict:
+    return {**unit, "chunk": str(path)}
+
+
+def is_chunk(path: Path, directory: Path) -> bool:
+    return path.parent == directory / CHUNK_DIR
+
+
+def read_chunk(path: Path, fmt: Format) -> list[dict]:
+    """The metas of the units of the chunk at PATH, once trendconv.schemas found its footer to be a chunk's that
+    names PATH, each unit's meta a valid meta of FMT, its rows tiling the file's and its columns those of the
+    file; otherwise a DataError naming it."""
+    document, rows, columns = _footer(path)
+    try:
+        units = schemas.check_chunk(document, fmt, rows, _chunk_name(path))
+    except schemas.OtherShardFormat as exc:
+        raise OtherShardFormat(f"{path}: {exc}; {schemas.AGAIN}") from None
+    except schemas.Invalid as exc:
+        raise DataError(f"{path}: unexpected footer: {exc}; {schemas.AGAIN}") from None
+    if not _union_of(columns.remove_metadata(), [fmt.shard_schema(unit) for unit in units]):
+        raise DataError(f"{path}: unexpected shard columns; {schemas.AGAIN}")
+    return [_located(unit, path) for unit in units]
+
+
+def _union_of(columns: pa.Schema, parts: list[pa.Schema]) -> bool:
+    """Whether COLUMNS are the columns of PARTS together, each of the type every part gives it."""
+    kinds = {}
+    for part in parts:
+        for field in part:
+            if kinds.setdefault(field.name, field.type) != field.type:
+                return False
+    return len(columns) == len(kinds) and all(kinds.get(field.name) == field.type for field in columns)
+
+
+class UnitRows:
+    """The rows of units' shards, in their own files or in chunks. A chunk is read whole once and kept while
+    its units come one after another (the load takes units in processing order, and a chunk holds a run of
+    them), so that a Parquet read is paid per chunk, not per unit."""
+
+    def __init__(self, keep: int = 2):
+        self._tables: dict[str, tuple[pa.Table, set[str]]] = {}
+        self._keep = keep
+
+    def read(self, shard: Shard, schema: pa.Schema) -> pa.Table:
+        """The rows of SHARD, which must have the columns of SCHEMA."""
+        chunk = shard.meta.get("chunk")
+        if chunk is None:
+            return read_rows(shard.path, schema, use_threads=False)
+        table, names = self._chunk(chunk)
+        start, count = shard.meta["row_start"], shard.meta["rows"]
+        if start + count > table.num_rows or not names.issuperset(schema.names):
+            raise rows_mismatch(Path(chunk), f"rows {start} to {start + count - 1} of {table.num_rows}")
+        part = table.slice(start, count).select(schema.names)
+        if part.schema.remove_metadata() != schema:
+            raise DataError(f"{chunk}: unexpected shard columns; {schemas.AGAIN}")
+        return part
+
+    def whole(self, chunk: str) -> pa.Table:
+        """Every row of the chunk file CHUNK."""
+        return self._chunk(chunk)[0]
+
+    def _chunk(self, chunk: str) -> tuple[pa.Table, set[str]]:
+        found = self._tables.get(chunk)
+        if found is None:
+            table = _read_table(Path(chunk))
+            if len(self._tables) >= self._keep:
+                self._tables.pop(next(iter(self._tables)))
+            found = self._tables[chunk] = (table, set(table.column_names))
+        return found
+
+
+def _read_table(path: Path) -> pa.Table:
+    try:
+        return pq.ParquetFile(path).read(use_threads=False)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)}); {DELETE_AGAIN}") from None
+
+
+class Shared:
+    """Metas of many units with their equal parts shared: a meta is a dozen small dicts, lists and strings
+    (nearly 4 KB once unpickled), most of them equal from unit to unit (options, stats, the chunk, step counts),
+    and the load holds every unit's meta. Metas are read, never changed, so sharing is safe."""
+
+    def __init__(self):
+        self._memo: dict = {}
+
+    def __call__(self, meta: dict) -> dict:
+        memo = self._memo
+        return {memo.setdefault(key, key): self._value(key, value) for key, value in meta.items()}
+
+    def _value(self, key: str, value):
+        if key == "sources":  # a unit's own: sharing would only add the memo's entry
+            return value
+        if type(value) is str:
+            return self._memo.setdefault(value, value)
+        if type(value) in (dict, list):
+            return self._memo.setdefault(orjson.dumps(value), value)
+        return value

@@ -6,6 +6,7 @@ batches of about BATCH_ROWS. Ids are dense and given in first-seen order; the fi
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -51,9 +52,24 @@ class MonitorBuilder:
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
 
+    # The reading state, made on first use (the follower's appender shares `_read` but has its own __init__).
+    @functools.cached_property
+    def _unit_rows(self) -> shards.UnitRows:
+        return shards.UnitRows()
+
+    @functools.cached_property
+    def _unchecked(self) -> dict[str, list[dict]]:
+        """Chunk file -> the units with rows it holds for this build, not yet checked."""
+        return {}
+
+    @functools.cached_property
+    def _checked(self) -> set[str]:
+        return set()
+
     @writes_db
     def plan(self, metas: list[dict]) -> MonitorPlan:
         plan = self._plan = plan_monitor(metas, self._carry)
+        self._group_chunks(metas)
         self.summary.warnings.extend(plan.warnings)
         self._metric_ids = schema.metric_ids(plan.metrics)
         self._step_keys = pa.array(sorted(plan.offsets), pa.int64())
@@ -75,9 +91,20 @@ class MonitorBuilder:
         meta = shard.meta
         if not meta["rows"] or meta["metric"] not in self._metric_ids:
             return None
-        table = shards.read_rows(shard.path, schema_of(meta["stats"]), use_threads=False)
-        _check_rows(shard, table)
+        table = self._unit_rows.read(shard, schema_of(meta["stats"]))
+        chunk = meta.get("chunk")
+        if chunk in self._unchecked:  # the chunk's first unit: every unit of it that this build takes, at once
+            _check_chunk(shard.file, self._unit_rows.whole(chunk), self._unchecked.pop(chunk))
+            self._checked.add(chunk)
+        elif chunk not in self._checked:
+            _check_rows(shard, table)
         return table
+
+    def _group_chunks(self, metas: list[dict]) -> None:
+        """The units this build takes from each chunk file, so that their rows are checked once per chunk."""
+        for meta in metas:
+            if "chunk" in meta and meta["rows"]:
+                self._unchecked.setdefault(meta["chunk"], []).append(meta)
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -180,14 +207,72 @@ def _check_rows(shard: shards.Shard, table: pa.Table) -> None:
     meta = shard.meta
     low, high = (value.as_py() for value in pc.min_max(table["rank"]).values())
     if not low == high == meta["rank"]:
-        raise shards.rows_mismatch(shard.path, f"rank {low}..{high} in the rows, {meta['rank']} in the footer")
-    metrics = table["metric"].combine_chunks().dictionary.to_pylist()
+        raise shards.rows_mismatch(shard.file, f"rank {low}..{high} in the rows, {meta['rank']} in the footer")
+    metrics = pc.unique(table["metric"].combine_chunks().dictionary_decode()).to_pylist()
     if metrics != [meta["metric"]]:
-        raise shards.rows_mismatch(shard.path, f"metrics {metrics} in the rows, {meta['metric']!r} in the footer")
+        raise shards.rows_mismatch(shard.file, f"metrics {metrics} in the rows, {meta['metric']!r} in the footer")
     keys = {name: table[name] for name in ("target_name", "step", "micro_step")}
     counts = MonitorRows(keys, meta["stats"], meta["has_micro_step"]).micro_steps_per_step()
     if counts != meta["micro_steps_per_step"]:
-        raise shards.rows_mismatch(shard.path, "their micro-step counts per step are not the footer's")
+        raise shards.rows_mismatch(shard.file, "their micro-step counts per step are not the footer's")
+
+
+def _check_chunk(path: Path, table: pa.Table, metas: list[dict]) -> None:
+    """`_check_rows` of every unit of METAS (with rows, in the chunk file PATH whose rows are TABLE) at once: one
+    grouping of the chunk's rows by (unit, step), where checking unit by unit cost more than the parse."""
+    metas = sorted(metas, key=lambda meta: meta["row_start"])
+    found = _per_unit(table, metas)
+    for index, meta in enumerate(metas):
+        ranks, metrics, counts = found.get(index, (set(), set(), []))
+        if ranks != {meta["rank"]}:
+            detail = f"rank {min(ranks)}..{max(ranks)} in the rows, {meta['rank']} in the footer"
+            raise shards.rows_mismatch(path, detail)
+        if metrics != {meta["metric"]}:
+            raise shards.rows_mismatch(path, f"metrics {sorted(metrics)} in the rows, {meta['metric']!r} in the footer")
+        if not meta["has_micro_step"]:
+            counts = [[step, 1] for step, _ in counts]
+        if counts != meta["micro_steps_per_step"]:
+            raise shards.rows_mismatch(path, "their micro-step counts per step are not the footer's")
+
+
+def _per_unit(table: pa.Table, metas: list[dict]) -> dict[int, tuple[set, set, list]]:
+    """Per unit (its index in METAS): its ranks, its metrics and [step, largest micro_step + 1] in step order."""
+    ends, values, end = [], [], 0
+    for index, meta in enumerate(metas):
+        if meta["row_start"] > end:  # rows of units this build does not take
+            ends.append(meta["row_start"])
+            values.append(-1)
+        end = meta["row_start"] + meta["rows"]
+        ends.append(end)
+        values.append(index)
+    if end < table.num_rows:
+        ends.append(table.num_rows)
+        values.append(-1)
+    units = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(pa.array(ends, pa.int64()), pa.array(values)))
+    rows = pa.table(
+        {
+            "unit": units,
+            "step": table["step"],
+            "micro_step": table["micro_step"],
+            "rank": table["rank"],
+            "metric": pc.cast(table["metric"], pa.string()),
+        }
+    )
+    groups = rows.group_by(["unit", "step", "rank", "metric"]).aggregate([("micro_step", "max")])
+    groups = groups.sort_by([("unit", "ascending"), ("step", "ascending")])
+    found: dict[int, tuple[set, set, list]] = {}
+    columns = [groups[name].to_pylist() for name in ("unit", "step", "rank", "metric", "micro_step_max")]
+    for unit, step, rank, metric, largest in zip(*columns):
+        ranks, metrics, counts = found.setdefault(unit, (set(), set(), []))
+        ranks.add(rank)
+        metrics.add(metric)
+        # The + 1 in Python: in int64 a micro_step of 2**63 - 1 would wrap around (as in MonitorRows).
+        count = max(largest + 1, 0)
+        if counts and counts[-1][0] == step:
+            counts[-1][1] = max(counts[-1][1], count)
+        else:
+            counts.append([step, count])
+    return found
 
 
 def _split_key(key: str) -> tuple[str, int, int]:

@@ -27,6 +27,7 @@ class MonitorFormat(Format):
     metrics = METRICS
     # A step's micro-step slots depend on every file (docs/monitor-format.md §7): rows wait for every footer.
     streams = False
+    chunked = True  # small files: a shard file each cost more than the parse (benchmarks/RESULTS-monitor.md)
     label_fields = ("file", "rank")
     label_columns = ("rank", "file")
     parser_modules = ("trendconv.formats.monitor.shard",)

@@ -32,16 +32,27 @@ def _schema(stats: tuple[str, ...]) -> pa.Schema:
     return pa.schema([*KEY_FIELDS, *[(stat, pa.float64()) for stat in stats]])
 
 
+@functools.lru_cache(maxsize=64)  # the few schemas, asked for by every file
+def _types(kinds: pa.Schema) -> tuple[tuple[str, pa.DataType], ...]:
+    return tuple((field.name, field.type) for field in kinds)
+
+
+@functools.lru_cache(maxsize=16)  # one per metric
+def _dictionary(metric: str) -> pa.Array:
+    """The metric column's dictionary: the one value every row of the file has."""
+    return pa.array([metric], pa.string())
+
+
 def shard_of(unit: CsvFile, options: ParseOptions) -> tuple[pa.Table, dict]:
     """The shard rows of a CSV file, and its part of the shard's meta."""
     rows = parse_csv_file(unit, options)
     columns = dict(rows.columns)
     count = len(rows)
     columns["rank"] = constant(unit.rank, pa.int64(), count)
-    columns["metric"] = constant(unit.metric, pa.string(), count).dictionary_encode()
+    columns["metric"] = pa.DictionaryArray.from_arrays(constant(0, pa.int32(), count), _dictionary(unit.metric))
     columns["target_name"] = columns["target_name"].dictionary_encode()
     kinds = schema(rows.stats)
-    arrays = [_as_type(columns[name], kinds.field(name).type) for name in kinds.names]
+    arrays = [_as_type(columns[name], kind) for name, kind in _types(kinds)]
     table = pa.Table.from_arrays(arrays, schema=kinds)
     meta = {
         **unit.identity,
