@@ -232,6 +232,26 @@ def test_a_new_split_replaces_the_old_set_and_leaves_what_it_did_not_write(dump_
     ]
 
 
+def test_a_split_after_one_database_replaces_it_unless_it_changed_since(dump_data, tmp_path):
+    out = tmp_path / "out"
+    trendconv.convert(dump_data, out, workers=1)
+    summary = trendconv.convert(dump_data, out, workers=1, split_steps=2)[0]
+    assert databases(out) == STEP_PARTS
+    assert summary.load.warnings == []
+    # One database again, then a copy put in its place (as msprobe data2db would write it): not ours to remove.
+    trendconv.convert(dump_data, out, workers=1)
+    whole = out / "dump_data.trend.db"
+    copy = whole.read_bytes()
+    whole.unlink()
+    whole.write_bytes(copy)
+    summary = trendconv.convert(dump_data, out, workers=1, split_steps=2)[0]
+    assert databases(out) == [*STEP_PARTS, "dump_data.trend.db"]
+    assert summary.load.warnings == [
+        f"{whole}: left in place, though this output does not include it: trendconv did not write it, or it changed "
+        f"since; the Trend Analyzer lists it beside the new databases (`rm '{whole}'` if it is stale)"
+    ]
+
+
 def test_a_failed_database_replaces_none_of_the_old_set(dump_data, tmp_path):
     out = tmp_path / "out"
     trendconv.convert(dump_data, out, workers=1, split_steps=2)

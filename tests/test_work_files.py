@@ -76,8 +76,8 @@ def set_footer(path: Path, change) -> None:
 
 
 def databases(out: Path) -> dict[str, tuple[int, bytes]]:
-    """The files directly in OUT (the databases), by name: inode and bytes, to tell `left alone` from `rewritten`."""
-    return {path.name: (path.stat().st_ino, path.read_bytes()) for path in out.iterdir() if path.is_file()}
+    """The databases in OUT, by name: inode and bytes, to tell `left alone` from `rewritten`."""
+    return {path.name: (path.stat().st_ino, path.read_bytes()) for path in out.glob("*.trend.db") if path.is_file()}
 
 
 def leftovers(root: Path) -> list[str]:
@@ -555,6 +555,7 @@ def test_an_interrupted_auto_run_replaces_no_database(out, data, tmp_path, monke
 
 def test_load_of_both_formats_replaces_both_or_neither(out, monkeypatch):
     before = databases(out)
+    records = {path.name: path.read_bytes() for path in out.glob(".*.files.json")}
 
     def interrupted(self):
         raise KeyboardInterrupt
@@ -563,6 +564,8 @@ def test_load_of_both_formats_replaces_both_or_neither(out, monkeypatch):
     result = invoke("load", out / ".trendconv", "--db", out)
     assert (result.exit_code, result.stderr) == (130, "error: interrupted\n")
     assert databases(out) == before and leftovers(out) == []
+    assert {path.name: path.read_bytes() for path in out.glob(".*.files.json")} == records
+    assert sorted(records) == [".dump_data.trend.db.files.json", ".monitor_data.trend.db.files.json"]
     monkeypatch.undo()
     (out / "monitor_data.trend.db").unlink()
     (out / "monitor_data.trend.db").mkdir()

@@ -3,10 +3,10 @@
 A split output is several files, and the next one may be divided otherwise: files of the old division that the new
 one does not have would stay in the directory, where the Trend Analyzer lists them beside the new ones. Each
 output records its files (`.<name>.files.json`, hidden from the plugin, which lists only `*.trend.db`), and the
-next output of the same name removes those of them it did not write again. (An unsplit output in a directory
-that never held a split needs no record: a new one replaces it by its name, as it always did.) A file of the
-same family that no record names, or that changed since it was recorded, is not trendconv's to remove: it is
-named in a warning.
+next output of the same name removes those of them it did not write again. An unsplit output is recorded too, so
+that a split made after it removes it (without a record, trendconv could not tell its own database from one
+msprobe wrote under the same name). A file of the same family that no record names, or that changed since it
+was recorded, is not trendconv's to remove: it is named in a warning.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ def replace_set(out_dir: Path, stem: str, names: list[str]) -> list[str]:
     and return warnings for the family's files that are not ours to remove."""
     record = record_path(out_dir, stem)
     old = _read_record(record)
-    if names != [stem] or record.exists():  # an unsplit output alone needs none: its one name is always replaced
-        _write_record(out_dir, stem, names)
+    _write_record(out_dir, stem, names)
     warnings = []
     for path in family(out_dir, stem):
         if path.name in names:
