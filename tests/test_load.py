@@ -277,7 +277,10 @@ def test_killed_load_leaves_the_old_db_untouched(a1_data, tmp_path):
         assert summary.db.read_bytes() == before
         assert sorted(p.name for p in (tmp_path / "out").glob("*.trend.db")) == ["dump_data.trend.db"]
     again = api.load(tmp_path / "work", tmp_path / "out", input_format="dump")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dump_data.trend.db"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".dump_data.trend.db.files.json",
+        "dump_data.trend.db",
+    ]
     assert query(again.db, "SELECT max_step FROM global_stats") == [(1,)]
 
 
@@ -464,7 +467,7 @@ def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monk
         "temporary files, to SQLITE_TMPDIR, TMPDIR or /tmp)\n",
     )
     assert (sorted(path.name for path in db.parent.iterdir()), db.read_bytes()) == (
-        ["dump_data.trend.db"],
+        [".dump_data.trend.db.files.json", "dump_data.trend.db"],
         before,
     )
 
@@ -748,7 +751,10 @@ def test_temporary_files_are_never_taken_for_results(a1_data, tmp_path):
     dead_build = tmp_path / "out" / ".dump_data.trend.db.999999.tmp"  # a killed load's build (pid 999999 is gone)
     dead_build.write_bytes(b"half a database")
     api.load(tmp_path / "work", tmp_path / "out", input_format="dump")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dump_data.trend.db"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".dump_data.trend.db.files.json",
+        "dump_data.trend.db",
+    ]
 
 
 def test_a_library_that_will_not_load_leaves_the_values_way(tmp_path, monkeypatch):

@@ -560,7 +560,11 @@ def test_sigkill_then_rerun_gives_the_clean_monitor_db(example, tmp_path, fault,
     again = subprocess.run(command, capture_output=True, text=True, check=True)
     assert f"  3 monitor CSV files: {3 - reused} parsed, {reused} reused" in again.stdout
     assert (out / "monitor_data.trend.db").read_bytes() == clean
-    assert sorted(path.name for path in out.iterdir()) == [".monitor_data.trend.db.files.json", ".trendconv", "monitor_data.trend.db"]
+    assert sorted(path.name for path in out.iterdir()) == [
+        ".monitor_data.trend.db.files.json",
+        ".trendconv",
+        "monitor_data.trend.db",
+    ]
 
 
 def test_small_files_travel_to_workers_in_chunks(example, tmp_path, monkeypatch):

@@ -72,7 +72,11 @@ def test_sigkill_then_rerun_gives_the_clean_db(tmp_path, fault):
     }[fault]
     assert f"  4 file sets: {4 - reused} parsed, {reused} reused" in again.stdout
     assert (out / "dump_data.trend.db").read_bytes() == clean_db(data, tmp_path)
-    assert sorted(p.name for p in out.iterdir()) == [".dump_data.trend.db.files.json", ".trendconv", "dump_data.trend.db"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".dump_data.trend.db.files.json",
+        ".trendconv",
+        "dump_data.trend.db",
+    ]
     assert sorted(p.name for p in (out / ".trendconv" / "dump" / "shards").iterdir()) == [
         "step0_rank0.parquet",
         "step0_rank1.parquet",
