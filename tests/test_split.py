@@ -342,3 +342,38 @@ def test_shard_lists_give_back_what_they_were_given():
     assert list(pickle.loads(pickle.dumps(kept))) == given
     with pytest.raises(IndexError):
         kept[600]
+
+
+def _meta(fmt_name: str, step: int, rows: int) -> dict:
+    """The footer fields that place a shard in its group: a step directory, or a CSV file of two steps."""
+    if fmt_name == "dump":
+        return {"step": step, "rows": rows}
+    return {"file": f"grad_reduced_{step}-{step + 1}.csv", "metric": "grad_reduced", "rows": rows}
+
+
+@pytest.mark.parametrize("fmt_name", ["dump", "monitor"])
+def test_an_unsplit_output_is_the_part_the_partitioner_makes(fmt_name):
+    """`partition` takes one database without grouping the shards when it fits: the same steps, group and row
+    counts and name as group by group, the shards in processing order; past the size, the groups decide."""
+    from trendconv.formats import FORMATS
+    from trendconv.loading.split import Partitioner, Split, groups, partition
+    from trendconv.shards import Shard
+
+    fmt = FORMATS[fmt_name]
+    metas = [_meta(fmt_name, step, rows) for step, rows in [(7, 3), (2, 5), (7, 1), (4, 0), (2, 2)]]
+    given = [Shard(Path(f"/w/{number}.parquet"), meta) for number, meta in enumerate(metas)]
+    grouped = Partitioner(fmt, Split(name="run"))
+    for steps, members in groups(fmt, given):
+        grouped.add(steps, members)
+    [expected] = grouped.named()
+    [one] = partition(fmt, given, Split(name="run"))
+    last = 8 if fmt_name == "monitor" else 7
+    fields = (one.first, one.last, one.groups, one.rows, one.name)
+    assert fields == (2, last, 3, 11, f"run.{fmt.db_name}")
+    assert fields == (expected.first, expected.last, expected.groups, expected.rows, expected.name)
+    assert list(one.shards) == given
+    divided = partition(fmt, given, Split(max_size=8 * fmt.row_bytes))
+    assert [(part.first, part.last, part.rows, [shard.path.name for shard in part.shards]) for part in divided] == [
+        (2, last - 3, 7, ["1.parquet", "4.parquet", "3.parquet"]),
+        (7, last, 4, ["0.parquet", "2.parquet"]),
+    ]

@@ -130,10 +130,29 @@ class Partitioner:
 
 def partition(fmt: Format, shard_list: list[Shard], split: Split) -> list[Part]:
     """SHARD_LIST (in processing order) divided into databases, each with its shards in processing order."""
+    one = _one_part(fmt, shard_list, split)
+    if one is not None:
+        return [one]
     partitioner = Partitioner(fmt, split)
     for steps, members in groups(fmt, shard_list):
         partitioner.add(steps, members)
     return partitioner.named()
+
+
+def _one_part(fmt: Format, shard_list: list[Shard], split: Split) -> Part | None:
+    """The one database of an output that `--split-steps` does not divide and whose estimated size is within
+    `--max-db-size` (then every group fits too): the database `Partitioner` makes, its shards in processing order,
+    without grouping them first (~40 µs a shard, 0.07 s of the load after the parse of 1,800 monitor files)."""
+    if split.steps is not None:
+        return None
+    rows, steps = 0, set()
+    for shard in shard_list:
+        rows += shard.meta["rows"]
+        steps.add(fmt.meta_steps(shard.meta) or (0, 0))
+    if rows * fmt.row_bytes > split.max_size:
+        return None
+    first, last = (min(steps)[0], max(last for _, last in steps)) if steps else (0, 0)
+    return Part(first, last, shard_list, len(steps), rows, db_stem(fmt, split))
 
 
 def groups(fmt: Format, shard_list: list[Shard]) -> list[tuple[tuple[int, int], ShardList]]:
