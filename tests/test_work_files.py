@@ -286,6 +286,39 @@ def test_a_footer_that_does_not_match_its_rows(out):
     assert databases(out) == before and leftovers(out) == []
 
 
+def flip_in_rows(path: Path, column: str) -> None:
+    """Change one bit of the last byte of COLUMN's data page in the shard file PATH: the rows change, the footer
+    does not."""
+    metadata = pq.ParquetFile(path).metadata.row_group(0)
+    [chunk] = [metadata.column(i) for i in range(metadata.num_columns) if metadata.column(i).path_in_schema == column]
+    offset = chunk.data_page_offset + chunk.total_compressed_size - 1
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 1
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("shard", [DUMP_SHARD, MONITOR_SHARD], ids=["dump", "monitor"])
+def test_a_changed_byte_in_the_rows_fails_the_load(out, shard):
+    """Shards carry page checksums: one changed bit in a statistic's page, which Snappy decompresses without
+    complaint into another number, is refused with the file's name, and no database is replaced."""
+    before = databases(out)
+    path = located(out, shard)
+    flip_in_rows(path, "mean")
+    loaded = invoke("load", out / ".trendconv", "--db", out)
+    kept = (
+        ""
+        if shard == DUMP_SHARD
+        else f"warning: {out / 'dump_data.trend.db'}: left unchanged: the monitor data failed, and the databases of "
+        "all formats are replaced together or not at all\n"
+    )
+    assert (loaded.exit_code, loaded.stderr) == (
+        1,
+        f"{kept}error: {path}: not a readable trendconv shard (could not verify page integrity, CRC checksum "
+        "verification failed for page_ordinal 0); delete it and run `trendconv parse` again\n",
+    )
+    assert databases(out) == before and leftovers(out) == []
+
+
 def test_monitor_step_slots_beyond_64_bits(out):
     set_footer(located(out, MONITOR_SHARD), first_unit(setting("micro_steps_per_step", [[0, 2**62], [1, 2**62 + 1]])))
     with pytest.raises(DataError) as caught:
