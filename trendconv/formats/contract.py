@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pyarrow as pa
 
     from trendconv.options import ParseOptions
@@ -58,8 +60,9 @@ class Builder(Protocol):
     summary: LoadSummary
     seconds: dict[str, float]  # "finish" and "index", for the run summary
 
-    def plan(self, metas: list[dict]) -> None:
-        """Every shard's meta, before the first `add` (only for a format whose `streams` is False)."""
+    def plan(self, metas: Iterable[dict]) -> None:
+        """Every shard's meta, in processing order, before the first `add` (only for a format whose `streams` is
+        False). An iterable read once: a load of many files never holds every meta at once."""
 
     def add(self, shard: Shard) -> None: ...
 

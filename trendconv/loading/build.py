@@ -184,7 +184,7 @@ def stage_shards(
     builder = fmt.builder(out_dir, index=index, name=name, carry=carry)
     try:
         if not fmt.streams:
-            builder.plan([shard.meta for shard in shard_list])
+            builder.plan(shard.meta for shard in shard_list)  # read once: not every meta at once
         add_shards(builder, shard_list, on_shard)
         builder.seal()
     except BaseException:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,6 +29,8 @@ from trendconv.loading.tags import write_tags
 from trendconv.summaries import LoadSummary
 
 _KEY_SEPARATOR = "\x1f"
+# What `_check_chunk` reads of a unit's meta.
+_CHECKED = ("row_start", "rows", "rank", "metric", "has_micro_step", "micro_steps_per_step")
 
 
 BATCH_ROWS = 65536
@@ -67,9 +70,8 @@ class MonitorBuilder:
         return set()
 
     @writes_db
-    def plan(self, metas: list[dict]) -> MonitorPlan:
-        plan = self._plan = plan_monitor(metas, self._carry)
-        self._group_chunks(metas)
+    def plan(self, metas: Iterable[dict]) -> MonitorPlan:
+        plan = self._plan = plan_monitor(self._grouped(metas), self._carry)
         self.summary.warnings.extend(plan.warnings)
         self._metric_ids = schema.metric_ids(plan.metrics)
         self._step_keys = pa.array(sorted(plan.offsets), pa.int64())
@@ -100,11 +102,13 @@ class MonitorBuilder:
             _check_rows(shard, table)
         return table
 
-    def _group_chunks(self, metas: list[dict]) -> None:
-        """The units this build takes from each chunk file, so that their rows are checked once per chunk."""
+    def _grouped(self, metas: Iterable[dict]) -> Iterator[dict]:
+        """METAS, as the units this build takes from each chunk file are noted, so that their rows are checked once
+        per chunk: only what the check reads is kept (a whole meta is ~2.5 KB, and there may be 100,000)."""
         for meta in metas:
             if "chunk" in meta and meta["rows"]:
-                self._unchecked.setdefault(meta["chunk"], []).append(meta)
+                self._unchecked.setdefault(meta["chunk"], []).append({key: meta[key] for key in _CHECKED})
+            yield meta
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:

@@ -5,6 +5,7 @@ original step is the largest over all ranks and metrics)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trendconv import int64
@@ -33,27 +34,74 @@ class MonitorPlan:
         return [stat for stat in STATS if stat in used]
 
 
-def plan_monitor(metas: list[dict], counts: list[tuple[int, int]] | None = None) -> MonitorPlan:
-    """What METAS decide. COUNTS (`micro_step_counts` of every file of the run) when METAS are one database's
-    files of a split: their global steps are then those of the unsplit database."""
-    if not metas:
-        raise DataError("no monitor shards to load")
-    _check_same_options(metas)
-    micro_step = bool(metas[0]["options"]["micro_step"])
-    with_rows = Counter(meta["metric"] for meta in metas if meta["rows"])
-    metrics = [metric for metric in METRICS if with_rows[metric]]
-    if not metrics:
-        raise DataError(f"no data rows in any of the {len(metas)} monitor CSV files")
-    stats = {metric: _stats_of(metric, metas) for metric in metrics}
-    if not any(stats.values()):
-        raise DataError(f"no stat column ({', '.join(STATS[:6])}, ...) in any monitor CSV file")
-    plan = MonitorPlan(micro_step, metrics, stats, max_rank=max(meta["rank"] for meta in metas))
-    plan.warnings = _rowless_metric_warnings(metas, with_rows)
-    if counts is None:
-        _plan_steps(plan, metas)
-    else:
-        _plan_part_steps(plan, metas, counts)
-    return plan
+def plan_monitor(metas: Iterable[dict], counts: list[tuple[int, int]] | None = None) -> MonitorPlan:
+    """What METAS decide, read once (a load of many files never holds every meta). COUNTS (`micro_step_counts`
+    of every file of the run) when METAS are one database's files of a split: their global steps are then those
+    of the unsplit database."""
+    footers = Footers()
+    for meta in metas:
+        footers.add(meta)
+    return footers.plan(counts)
+
+
+class Footers:
+    """What `plan_monitor` needs of the metas, gathered one meta at a time."""
+
+    def __init__(self) -> None:
+        self.first: dict | None = None
+        self.files: Counter = Counter()  # per metric
+        self.with_rows: Counter = Counter()
+        self.stats: dict[str, set[str]] = {}
+        self.max_rank = 0
+        self.counts: dict[int, tuple[int, str]] = {}  # per original step: its micro-step count, and a file that has it
+
+    def add(self, meta: dict) -> None:
+        self._check_options(meta)
+        metric = meta["metric"]
+        self.files[metric] += 1
+        self.with_rows[metric] += bool(meta["rows"])
+        self.stats.setdefault(metric, set()).update(meta["stats"])
+        self.max_rank = max(self.max_rank, meta["rank"])
+        for step, count in meta["micro_steps_per_step"]:
+            self.counts[step] = max(self.counts.get(step, (0, "")), (count, f"{meta['run_dir']}/{meta['file']}"))
+
+    def _check_options(self, meta: dict) -> None:
+        """Metas are checked as they are read (trendconv.schemas); here only that they agree with each other."""
+        if self.first is None:
+            self.first = meta
+        elif meta["options"] != self.first["options"]:
+            raise DataError(
+                f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "
+                f"with {options_text(self.first['options'])}; re-run parse"
+            )
+
+    def plan(self, counts: list[tuple[int, int]] | None) -> MonitorPlan:
+        if self.first is None:
+            raise DataError("no monitor shards to load")
+        metrics = [metric for metric in METRICS if self.with_rows[metric]]
+        if not metrics:
+            raise DataError(f"no data rows in any of the {self.files.total()} monitor CSV files")
+        # the union of the stat columns of the metric's files, header-only files included (docs/monitor-format.md §4.3)
+        stats = {metric: [stat for stat in STATS if stat in self.stats[metric]] for metric in metrics}
+        if not any(stats.values()):
+            raise DataError(f"no stat column ({', '.join(STATS[:6])}, ...) in any monitor CSV file")
+        plan = MonitorPlan(bool(self.first["options"]["micro_step"]), metrics, stats, max_rank=self.max_rank)
+        plan.warnings = self._rowless_metric_warnings()
+        if counts is None:
+            _plan_steps(plan, self.counts)
+        else:
+            _plan_part_steps(plan, sorted(self.counts), counts)
+        return plan
+
+    def _rowless_metric_warnings(self) -> list[str]:
+        """docs/monitor-format.md Q1: msprobe lists such a metric in global_stats (where the Trend Analyzer cannot
+        find it)."""
+        return [
+            f"{metric}: {plural(count, 'CSV file')} without a valid data row; the metric is left out of the database "
+            "(msprobe data2db lists it in global_stats and may write no trend rows at all)"
+            for metric, count in sorted(self.files.items())
+            if not self.with_rows[metric]
+        ]
 
 
 def micro_step_counts(metas: list[dict]) -> list[tuple[int, int]] | None:
@@ -68,52 +116,19 @@ def micro_step_counts(metas: list[dict]) -> list[tuple[int, int]] | None:
     return sorted(counts.items())
 
 
-def _plan_part_steps(plan: MonitorPlan, metas: list[dict], counts: list[tuple[int, int]]) -> None:
+def _plan_part_steps(plan: MonitorPlan, steps: list[int], counts: list[tuple[int, int]]) -> None:
     """The slots of every step of the run (checked when the whole run was planned), and global_stats' steps
-    from those of METAS."""
+    from STEPS, those of its files."""
     offset, ends = 0, {}
     for step, count in counts:
         plan.offsets[step] = offset
         offset += count
         ends[step] = offset - 1
-    steps = sorted({step for meta in metas for step, _ in meta["micro_steps_per_step"]})
     if steps:
         plan.min_step, plan.max_step = plan.offsets[steps[0]], ends[steps[-1]]
 
 
-def _check_same_options(metas: list[dict]) -> None:
-    """Metas are checked as they are read (trendconv.schemas); here only that they agree with each other."""
-    first = metas[0]
-    for meta in metas:
-        if meta["options"] != first["options"]:
-            raise DataError(
-                f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "
-                f"with {options_text(first['options'])}; re-run parse"
-            )
-
-
-def _stats_of(metric: str, metas: list[dict]) -> list[str]:
-    """The union of the stat columns of the metric's files, header-only files included (docs/monitor-format.md §4.3)."""
-    found = {stat for meta in metas if meta["metric"] == metric for stat in meta["stats"]}
-    return [stat for stat in STATS if stat in found]
-
-
-def _rowless_metric_warnings(metas: list[dict], with_rows: Counter) -> list[str]:
-    """docs/monitor-format.md Q1: msprobe lists such a metric in global_stats (where the Trend Analyzer cannot find
-    it)."""
-    files = Counter(meta["metric"] for meta in metas if not with_rows[meta["metric"]])
-    return [
-        f"{metric}: {plural(count, 'CSV file')} without a valid data row; the metric is left out of the database "
-        "(msprobe data2db lists it in global_stats and may write no trend rows at all)"
-        for metric, count in sorted(files.items())
-    ]
-
-
-def _plan_steps(plan: MonitorPlan, metas: list[dict]) -> None:
-    counts: dict[int, tuple[int, str]] = {}  # per original step: its micro-step count, and a file that has it
-    for meta in metas:
-        for step, count in meta["micro_steps_per_step"]:
-            counts[step] = max(counts.get(step, (0, "")), (count, f"{meta['run_dir']}/{meta['file']}"))
+def _plan_steps(plan: MonitorPlan, counts: dict[int, tuple[int, str]]) -> None:
     steps = sorted(counts)
     if plan.micro_step:
         offset, last = 0, None
