@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pyarrow.csv as pacsv
 
-from benchmarks.report import machine_line
+from benchmarks.report import machine_line, write_results
 from benchmarks.run import HERE, Measured, drive, machine, merged, run_msprobe, sqlite_floor
 from datagen.monitor import ALL_NINE, generate
 from trendconv import formats
@@ -300,7 +300,7 @@ def main() -> None:
     lines += per_file_section(costs)
     if many:
         lines += many_section(many, max(workers))
-    args.output.write_text("\n".join(lines))
+    write_results(args.output, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,20 @@ def machine_line(machine: dict) -> str:
     )
 
 
+# The line after which a results file is written by hand (what was measured alongside, why): kept on a re-run.
+NOTES_MARK = "<!-- Written by hand from here on: the benchmark keeps it when it writes this file again. -->"
+
+
+def write_results(path: Path, text: str) -> None:
+    """TEXT, the benchmark's own part, then whatever follows NOTES_MARK in the file as it was."""
+    notes = ""
+    if path.exists():
+        old = path.read_text()
+        if NOTES_MARK in old:
+            notes = NOTES_MARK + old.split(NOTES_MARK, 1)[1]
+    path.write_text(text.rstrip("\n") + "\n\n" + notes if notes else text)
+
+
 def write_report(directory: Path, command: str, machine: dict, results: list[dict], started: dict) -> None:
     lines = [
         "# Benchmark results",
@@ -108,7 +122,7 @@ def write_report(directory: Path, command: str, machine: dict, results: list[dic
     ]
     for result in results:
         lines += _scenario_section(result)
-    (directory / "RESULTS.md").write_text("\n".join(lines))
+    write_results(directory / "RESULTS.md", "\n".join(lines))
     _plot(directory / "results.png", results)
 
 

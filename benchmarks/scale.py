@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.report import write_results
 from datagen.dump import generate
 
 HERE = Path(__file__).resolve().parent
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.out is None and args.quick:
         print(text)
     else:
-        (args.out or HERE / "RESULTS-scale.md").write_text(text)
+        write_results(args.out or HERE / "RESULTS-scale.md", text)
     if not args.keep:
         shutil.rmtree(args.scratch)
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.report import machine_line
+from benchmarks.report import machine_line, write_results
 from benchmarks.run import CACHE, Scenario, data_for, machine, measure
 
 HERE = Path(__file__).resolve().parent
@@ -116,7 +116,7 @@ def main() -> None:
     result = bench(scenario, args.split_steps, args.repeat)
     text = report(result, args.repeat)
     args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "RESULTS-split.md").write_text(text)
+    write_results(args.output / "RESULTS-split.md", text)
     print(text)
 
 

@@ -72,10 +72,10 @@ def run_parse(
         part, tasks, fmt, options.selection, chunks, in_use(statuses) if chunks else None
     )
     summary.warnings += foreign_warnings(part, foreign)
-    located, todo, shared = {}, [], shards.Shared()
+    located, todo = {}, []
     for task, status, meta in statuses:
         if status == OK:
-            _taken(summary, located, task, shared(meta), on_shard, reused=True)
+            _taken(summary, located, task, meta, on_shard, reused=True)
         else:
             todo.append(task)
     # what the chunk footers said is used now; only the names of the chunk files are needed further on
@@ -86,7 +86,7 @@ def run_parse(
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
     with contextlib.closing(_results(executor, todo, sizes, held)) as results:
         for task, meta in results:
-            _taken(summary, located, task, shared(meta), on_shard, reused=False)
+            _taken(summary, located, task, meta, on_shard, reused=False)
     write_manifest(part, options, tasks, fmt, located if held is not None else None)
     return summary
 
