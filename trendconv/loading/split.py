@@ -147,8 +147,9 @@ def _one_part(fmt: Format, shard_list: list[Shard], split: Split) -> Part | None
         return None
     rows, steps = 0, set()
     for shard in shard_list:
-        rows += shard.meta["rows"]
-        steps.add(fmt.meta_steps(shard.meta) or (0, 0))
+        meta = shard.meta  # once: a packed shard decodes it on each use
+        rows += meta["rows"]
+        steps.add(fmt.meta_steps(meta) or (0, 0))
     if rows * fmt.row_bytes > split.max_size:
         return None
     first, last = (min(steps)[0], max(last for _, last in steps)) if steps else (0, 0)
