@@ -16,7 +16,7 @@ from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.loading import connection, schema
 from trendconv.loading.indexes import build_indexes
-from trendconv.loading.records import unpacked
+from trendconv.loading.records import metas_of, unpacked
 from trendconv.summaries import LoadSummary
 
 DB_MODE = 0o640
@@ -184,7 +184,7 @@ def stage_shards(
     builder = fmt.builder(out_dir, index=index, name=name, carry=carry)
     try:
         if not fmt.streams:
-            builder.plan(shard.meta for shard in shard_list)  # read once: not every meta at once
+            builder.plan(metas_of(shard_list))  # read once: not every meta at once
         add_shards(builder, shard_list, on_shard)
         builder.seal()
     except BaseException:

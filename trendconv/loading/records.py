@@ -66,6 +66,16 @@ class Metas(Sequence):
             return [shard.meta for shard in self._shards[index]]
         return self._shards[index].meta
 
+    def __iter__(self) -> Iterator[dict]:
+        return metas_of(self._shards)
+
+
+def metas_of(shard_list: Iterable) -> Iterator[dict]:
+    """The metas of SHARD_LIST in order, each decoded once; of a ShardList without making each shard's Path."""
+    if isinstance(shard_list, ShardList):
+        return shard_list.metas()
+    return (shard.meta for shard in shard_list)
+
 
 class ShardList(Sequence):
     """Shards in order, kept as compressed blocks of up to BLOCK shards: `append` and `extend` take shards (whole
@@ -117,6 +127,12 @@ class ShardList(Sequence):
     def __iter__(self) -> Iterator[shards.Shard]:
         for block in range(len(self._blocks) + 1):
             yield from map(_whole, self._block(block))
+
+    def metas(self) -> Iterator[dict]:
+        """The shards' metas alone, in order: a pass that needs no path makes none (a Path is ~10 µs)."""
+        for block in range(len(self._blocks) + 1):
+            for _, meta in self._block(block):
+                yield meta
 
     def _block(self, number: int) -> list:
         if number == len(self._blocks):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from trendconv.check import PLUGIN_SIZE_LIMIT
 from trendconv.errors import DataError, UsageError, plural
 from trendconv.formats import Format
-from trendconv.loading.records import ShardList
+from trendconv.loading.records import ShardList, metas_of
 from trendconv.shards import Shard
 
 DB_SUFFIX = ".trend.db"
@@ -146,8 +146,7 @@ def _one_part(fmt: Format, shard_list: list[Shard], split: Split) -> Part | None
     if split.steps is not None:
         return None
     rows, steps = 0, set()
-    for shard in shard_list:
-        meta = shard.meta  # once: a packed shard decodes it on each use
+    for meta in metas_of(shard_list):
         rows += meta["rows"]
         steps.add(fmt.meta_steps(meta) or (0, 0))
     if rows * fmt.row_bytes > split.max_size:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,7 +35,8 @@ def write_manifest(
         "shards": [task.shard_path.relative_to(directory).as_posix() for task in tasks],
     }
     if located:
-        document["located"] = _runs([_relative(located.get(task.shard_path), directory) for task in tasks])
+        relative = functools.cache(lambda chunk: _relative(chunk, directory))  # a chunk holds up to 256 units
+        document["located"] = _runs([relative(located.get(task.shard_path)) for task in tasks])
     _record_selection(document, options)
     workdir.write_json_atomic(workdir.manifest_path(part), document)
 

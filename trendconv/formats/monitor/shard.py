@@ -32,9 +32,9 @@ def _schema(stats: tuple[str, ...]) -> pa.Schema:
     return pa.schema([*KEY_FIELDS, *[(stat, pa.float64()) for stat in stats]])
 
 
-@functools.lru_cache(maxsize=64)  # the few schemas, asked for by every file
-def _types(kinds: pa.Schema) -> tuple[tuple[str, pa.DataType], ...]:
-    return tuple((field.name, field.type) for field in kinds)
+@functools.lru_cache(maxsize=64)  # a few stat sets, asked for by every file; by the stats, as hashing a schema is slow
+def _types(stats: tuple[str, ...]) -> tuple[tuple[str, pa.DataType], ...]:
+    return tuple((field.name, field.type) for field in _schema(stats))
 
 
 @functools.lru_cache(maxsize=16)  # one per metric
@@ -51,9 +51,9 @@ def shard_of(unit: CsvFile, options: ParseOptions) -> tuple[pa.Table, dict]:
     columns["rank"] = constant(unit.rank, pa.int64(), count)
     columns["metric"] = pa.DictionaryArray.from_arrays(constant(0, pa.int32(), count), _dictionary(unit.metric))
     columns["target_name"] = columns["target_name"].dictionary_encode()
-    kinds = schema(rows.stats)
-    arrays = [_as_type(columns[name], kind) for name, kind in _types(kinds)]
-    table = pa.Table.from_arrays(arrays, schema=kinds)
+    stats = tuple(rows.stats)
+    arrays = [_as_type(columns[name], kind) for name, kind in _types(stats)]
+    table = pa.Table.from_arrays(arrays, schema=_schema(stats))
     meta = {
         **unit.identity,
         "stats": rows.stats,
