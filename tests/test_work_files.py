@@ -319,6 +319,41 @@ def test_a_changed_byte_in_the_rows_fails_the_load(out, shard):
     assert databases(out) == before and leftovers(out) == []
 
 
+def test_the_rows_of_a_unit_in_a_chunk_are_checked_where_the_load_takes_them(tmp_path):
+    """`UnitRows.span` (the monitor load's path for units in a chunk): the unit's rows must lie in the file and its
+    columns be there with the shard types, or the chunk replaced since the parse is named."""
+    import pyarrow as pa
+
+    from trendconv.formats.monitor.shard import schema as monitor_schema
+
+    kinds = monitor_schema(["norm"])
+    values = {"int64": [1, 2], "double": [0.5, 1.5]}
+    good = pa.table(
+        [pa.array(values.get(str(field.type), ["a", "b"])).cast(field.type) for field in kinds], schema=kinds
+    )
+    path = tmp_path / "chunk.parquet"
+    shards.write_shard(path, good, {"chunk": 1})
+
+    def span(meta: dict, stats: list[str]) -> tuple[int, int]:
+        return shards.UnitRows().span(shards.Shard(path, {"chunk": str(path), **meta}), monitor_schema(stats))
+
+    assert span({"row_start": 1, "rows": 1}, ["norm"]) == (1, 1)
+    with pytest.raises(DataError) as beyond:
+        span({"row_start": 1, "rows": 2}, ["norm"])
+    assert str(beyond.value) == (
+        f"{path}: the rows do not match the footer (rows 1 to 2 of 2); delete it and run `trendconv.parse()` again"
+    )
+    with pytest.raises(DataError) as missing:
+        span({"row_start": 0, "rows": 1}, ["norm", "max"])
+    assert str(missing.value) == (
+        f"{path}: the rows do not match the footer (rows 0 to 0 of 2); delete it and run `trendconv.parse()` again"
+    )
+    shards.write_shard(path, good.set_column(6, "norm", pa.array([1, 2])), {"chunk": 1})  # norm as int64
+    with pytest.raises(DataError) as typed:
+        span({"row_start": 0, "rows": 1}, ["norm"])
+    assert str(typed.value) == f"{path}: unexpected shard columns; run `trendconv.parse()` again"
+
+
 def test_monitor_step_slots_beyond_64_bits(out):
     set_footer(located(out, MONITOR_SHARD), first_unit(setting("micro_steps_per_step", [[0, 2**62], [1, 2**62 + 1]])))
     with pytest.raises(DataError) as caught:

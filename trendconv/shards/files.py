@@ -244,6 +244,7 @@ class UnitRows:
     def __init__(self, keep: int = 2):
         self._tables: dict[str, tuple[pa.Table, set[str]]] = {}
         self._keep = keep
+        self._checked: set[tuple[str, tuple[str, ...]]] = set()  # (chunk, columns) found of the shard types
 
     def read(self, shard: Shard, schema: pa.Schema) -> pa.Table:
         """The rows of SHARD, which must have the columns of SCHEMA."""
@@ -258,6 +259,22 @@ class UnitRows:
         if part.schema.remove_metadata() != schema:
             raise DataError(f"{chunk}: unexpected shard columns; {schemas.AGAIN}")
         return part
+
+    def span(self, shard: Shard, schema: pa.Schema) -> tuple[int, int]:
+        """Where the rows of SHARD (a unit in a chunk) are in its chunk file, (first row, count), checked as `read`
+        checks them; the columns once per chunk and set of columns. Slicing once per run of units is the
+        caller's: a slice and a table per small file cost more than its rows."""
+        chunk = shard.meta["chunk"]
+        table, names = self._chunk(chunk)
+        start, count = shard.meta["row_start"], shard.meta["rows"]
+        if start + count > table.num_rows or not names.issuperset(schema.names):
+            raise rows_mismatch(Path(chunk), f"rows {start} to {start + count - 1} of {table.num_rows}")
+        key = (chunk, tuple(schema.names))
+        if key not in self._checked:
+            if table.select(schema.names).schema.remove_metadata() != schema:
+                raise DataError(f"{chunk}: unexpected shard columns; {schemas.AGAIN}")
+            self._checked.add(key)
+        return start, count
 
     def whole(self, chunk: str) -> pa.Table:
         """Every row of the chunk file CHUNK."""

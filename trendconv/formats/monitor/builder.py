@@ -40,6 +40,8 @@ class MonitorBuilder:
     """`plan` with every shard's meta, `add` the shards in processing order, then `seal` and `publish` (or
     `abort`)."""
 
+    _run: list | None = None  # [chunk, first row, end]: the rows of consecutive units of one chunk, not yet sliced
+
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True, name: str | None = None, carry: list | None = None):
         self.index = index
@@ -113,16 +115,48 @@ class MonitorBuilder:
     @writes_db
     def add(self, shard: shards.Shard) -> None:
         self.summary.shards += 1
-        table = self._read(shard)
-        if table is not None:
-            self._pending.append(table)
-            self._pending_rows += table.num_rows
-            if self._pending_rows >= BATCH_ROWS:
-                self._flush()
+        meta = shard.meta
+        if meta.get("chunk") is not None and meta["rows"] and meta["metric"] in self._metric_ids:
+            self._extend(shard)
+        else:
+            self._pend(self._read(shard))
         fault_point("load-shard")
+
+    def _pend(self, table: pa.Table | None) -> None:
+        if table is not None:
+            self._close_run()  # the rows stay in processing order
+            self._pending.append(table)
+            self._count(table.num_rows)
+
+    def _extend(self, shard: shards.Shard) -> None:
+        """A unit in a chunk file: its rows join the run of rows taken from that chunk, which becomes one slice of
+        it (units of a chunk come one after another), checked as `_read` checks them."""
+        meta = shard.meta
+        chunk = meta["chunk"]
+        if self._run is not None and (self._run[0] != chunk or self._run[2] != meta["row_start"]):
+            self._close_run()
+        start, count = self._unit_rows.span(shard, schema_of(meta["stats"]))
+        if chunk in self._unchecked:
+            _check_chunk(shard.file, self._unit_rows.whole(chunk), self._unchecked.pop(chunk))
+        if self._run is None:
+            self._run = [chunk, start, start]
+        self._run[2] += count
+        self._count(count)
+
+    def _close_run(self) -> None:
+        if self._run is not None:
+            chunk, start, end = self._run
+            self._run = None
+            self._pending.append(self._unit_rows.whole(chunk).slice(start, end - start))
+
+    def _count(self, rows: int) -> None:
+        self._pending_rows += rows
+        if self._pending_rows >= BATCH_ROWS:
+            self._flush()
 
     def _flush(self) -> None:
         """Insert the pending shards as one batch: Arrow work per batch, not per (often small) CSV file."""
+        self._close_run()
         if not self._pending:
             return
         # Shards differ in their stat columns: the missing ones come out null.
