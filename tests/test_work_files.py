@@ -695,3 +695,30 @@ def test_a_refused_second_rename_puts_the_first_database_back(out, data, tmp_pat
     result = invoke("run", changed, "--db", out, "-j", "1", "-q")
     assert (result.exit_code, result.stderr) == (1, message)
     assert sorted(databases(out)) == ["monitor_data.trend.db"] and leftovers(out) == []
+
+
+def test_monitor_shards_parsed_with_other_options_are_named():
+    """The monitor plan reads the metas once, in order: the first whose options differ from the first one is named."""
+    from trendconv.formats.monitor.plan import plan_monitor
+
+    def meta(file: str, micro_step: bool) -> dict:
+        options = {"micro_step": micro_step, "mapping_sha256": "0" * 64}
+        return {
+            "options": options,
+            "metric": "actv",
+            "rows": 1,
+            "stats": ["norm"],
+            "rank": 0,
+            "run_dir": "r0",
+            "file": file,
+            "micro_steps_per_step": [[0, 1]],
+        }
+
+    metas = iter([meta("actv_0-0.csv", True), meta("actv_1-1.csv", True), meta("actv_2-2.csv", False)])
+    with pytest.raises(DataError) as caught:
+        plan_monitor(metas)
+    assert str(caught.value) == (
+        "r0/actv_2-2.csv: parsed with no-micro-step, mapping sha256 000000000000, the other shards with micro-step, "
+        "mapping sha256 000000000000; re-run parse"
+    )
+    assert plan_monitor(iter([meta("actv_0-0.csv", True)])).metrics == ["actv"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from trendconv.errors import DataError
 from trendconv.selection import Selection
 
 
@@ -24,6 +25,17 @@ class ParseOptions:
     def record(self) -> dict:
         """The options as shard footers, manifests and work.json record them (the mapping by its digest)."""
         return {"micro_step": self.micro_step, "mapping_sha256": self.mapping_sha256}
+
+
+def first_agreeing(first: dict | None, meta: dict, where: object) -> dict:
+    """The first of a build's metas, once META (of the shard at WHERE) was parsed with FIRST's options: each meta is
+    checked as it is read (trendconv.schemas), here only that they agree with each other."""
+    if first is not None and meta["options"] != first["options"]:
+        raise DataError(
+            f"{where}: parsed with {options_text(meta['options'])}, the other shards with "
+            f"{options_text(first['options'])}; re-run parse"
+        )
+    return meta if first is None else first
 
 
 def options_text(record: dict) -> str:

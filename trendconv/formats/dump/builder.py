@@ -27,7 +27,7 @@ from trendconv.loading.build import abandon, complete_build, open_build, prepare
 from trendconv.loading.stat1 import Stat1Counts
 from trendconv.loading.tags import write_tags
 from trendconv.loading.writer import Writer
-from trendconv.options import options_text
+from trendconv.options import first_agreeing
 from trendconv.summaries import LoadSummary
 
 # A shard of more rows than this is read by Arrow's threads; a smaller one faster without them.
@@ -98,15 +98,7 @@ class DumpBuilder:
         fault_point("load-shard")
 
     def _check_consistent(self, shard: shards.Shard) -> None:
-        """Metas are checked as they are read (trendconv.schemas); here only that they agree with each other."""
-        meta = shard.meta
-        if self._first is None:
-            self._first = meta
-        elif meta["options"] != self._first["options"]:
-            raise DataError(
-                f"{shard.path}: parsed with {options_text(meta['options'])}, the other shards with "
-                f"{options_text(self._first['options'])}; re-run parse"
-            )
+        self._first = first_agreeing(self._first, shard.meta, shard.path)
 
     def _check_rows(self, shard: shards.Shard, table: pa.Table) -> None:
         """The step, rank and micro-step count of the rows are taken from the meta: it must describe them."""

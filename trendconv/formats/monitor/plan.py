@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from trendconv import int64
 from trendconv.errors import DataError, plural
 from trendconv.formats.monitor.metrics import METRICS, STATS
-from trendconv.options import options_text
+from trendconv.options import first_agreeing
 
 
 @dataclass
@@ -66,14 +66,7 @@ class Footers:
             self.counts[step] = max(self.counts.get(step, (0, "")), (count, f"{meta['run_dir']}/{meta['file']}"))
 
     def _check_options(self, meta: dict) -> None:
-        """Metas are checked as they are read (trendconv.schemas); here only that they agree with each other."""
-        if self.first is None:
-            self.first = meta
-        elif meta["options"] != self.first["options"]:
-            raise DataError(
-                f"{meta['run_dir']}/{meta['file']}: parsed with {options_text(meta['options'])}, the other shards "
-                f"with {options_text(self.first['options'])}; re-run parse"
-            )
+        self.first = first_agreeing(self.first, meta, f"{meta['run_dir']}/{meta['file']}")
 
     def plan(self, counts: list[tuple[int, int]] | None) -> MonitorPlan:
         if self.first is None:
