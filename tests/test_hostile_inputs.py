@@ -13,6 +13,7 @@ import json
 import os
 import pickle
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from helpers import (
 from reference import run_msprobe
 from typer.testing import CliRunner
 
+import trendconv
 from trendconv import api, parsing
 from trendconv.cli import app
 from trendconv.comparison import diff_databases
@@ -350,6 +352,63 @@ def test_a_work_directory_that_cannot_be_made_is_an_output_error(dump_and_monito
         1,
         f"error: {work / 'monitor'}: cannot use it as the WORK directory: Not a directory\n",
     )
+
+
+@pytest.mark.parametrize("command", [("run",), ("data2db",), ("run", "--follow")])
+def test_a_document_with_the_databases_name_is_not_replaced(a1_data, tmp_path, command):
+    out = tmp_path / "out"
+    out.mkdir()
+    document = out / "dump_data.trend.db"
+    document.write_bytes(b"notes a user keeps here\n")
+    follow = ("--stop-after-idle", "0.1", "--poll", "0.1") if "--follow" in command else ()
+    if command[0] == "data2db":
+        result = invoke("data2db", "--data", a1_data, "--db", out)
+    else:
+        result = invoke(*command, a1_data, "--db", out, "-q", *follow)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"error: {document}: cannot write the database: a file that is not a SQLite database has its name; "
+        f"move it away (`mv '{document}' '{document}.bak'`) or choose another --db"
+    )
+    assert document.read_bytes() == b"notes a user keeps here\n"
+    assert sorted(path.name for path in out.iterdir() if not path.name.startswith(".")) == ["dump_data.trend.db"]
+
+
+def test_a_fifo_with_the_databases_name_is_neither_read_nor_replaced(a1_data, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "dump_data.trend.db")
+    result = invoke("run", a1_data, "--db", out, "-q")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: {out / 'dump_data.trend.db'}: cannot write the database: something that is not a file has its name\n",
+    )
+    assert stat.S_ISFIFO((out / "dump_data.trend.db").lstat().st_mode)
+
+
+def test_a_split_output_leaves_a_document_with_the_unsplit_name_in_place(a1_data, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    document = out / "dump_data.trend.db"
+    document.write_bytes(b"notes a user keeps here\n")
+    result = invoke("run", a1_data, "--db", out, "-q", "--split-steps", "1")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"warning: {document}: left in place, though this output does not include it: trendconv did not write it, "
+        "or it changed since; the Trend Analyzer lists it beside the new databases "
+        f"(`rm '{document}'` if it is stale)"
+    )
+    assert document.read_bytes() == b"notes a user keeps here\n"
+
+
+@pytest.mark.parametrize("content", [b"", b"SQLite format 3\x00"])
+def test_an_empty_file_or_a_database_with_the_databases_name_is_replaced(a1_data, tmp_path, content):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "dump_data.trend.db").write_bytes(content)
+    result = invoke("run", a1_data, "--db", out, "-q")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert diff_databases(out / "dump_data.trend.db", trendconv.convert(a1_data, tmp_path / "fresh")[0].load.db).equal
 
 
 # --- integers in construct.json, directory names and dump keys ---------------------------------------------------

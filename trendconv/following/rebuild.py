@@ -11,7 +11,7 @@ import apsw
 from trendconv.faults import fault_point
 from trendconv.formats import Format
 from trendconv.loading import schema
-from trendconv.loading.build import publish_all, writes_db
+from trendconv.loading.build import check_place, publish_all, writes_db
 from trendconv.loading.stage import stage_shards
 from trendconv.shards import Shard
 from trendconv.summaries import LoadSummary
@@ -20,6 +20,7 @@ from trendconv.summaries import LoadSummary
 def rebuild(fmt: Format, shard_list: list[Shard], final: Path, mark: int, *, index: bool, carry=None) -> LoadSummary:
     """FINAL as a batch build of SHARD_LIST (in the order a batch build takes them; CARRY for one database of a
     split) makes it, marked MARK: moved into place when there is no database yet, else copied into it."""
+    check_place(final)  # before the build, which a document in its place would only waste
     builder = stage_shards(fmt, shard_list, final.parent, index=index, name=final.name, carry=carry)
     try:
         _Copy(builder.tmp).mark(mark)

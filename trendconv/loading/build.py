@@ -102,11 +102,10 @@ def abandon(conn: connection.Connection, tmp: Path) -> None:
 
 
 def publish_all(builders: list) -> None:
-    """Move sealed builds into place, one right after another. A directory where a database goes is the one
-    failure to expect here: it is looked for first, so that it stops them all."""
+    """Move sealed builds into place, one right after another. What is in a database's place and is not a
+    database is the one failure to expect here: it is looked for first, so that it stops them all."""
     for builder in builders:
-        if builder.final.is_dir():
-            raise OutputError(f"{builder.final}: cannot write the database: it is a directory")
+        check_place(builder.final)
     fault_point("load-before-rename")
     interrupt.check()  # the last moment a signal keeps every previous database
     with interrupt.deferred():  # a signal now is one too late: all databases go in place, then exit 130
@@ -127,6 +126,30 @@ def publish_all(builders: list) -> None:
             for kept in filter(None, previous):
                 kept.unlink(missing_ok=True)
                 interrupt.finished(kept)
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def check_place(final: Path) -> None:
+    """Only a database (or an empty file) at FINAL is replaced: a document that happens to have its name is not
+    trendconv's to destroy (docs/migration.md, "replacing an old database")."""
+    try:
+        if final.is_dir():
+            raise OutputError(f"{final}: cannot write the database: it is a directory")
+        if final.exists() and not final.is_file():  # a FIFO would block the read below
+            raise OutputError(f"{final}: cannot write the database: something that is not a file has its name")
+        with open(final, "rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:  # what cannot be read cannot be told from a document
+        raise OutputError(f"{final}: cannot write the database: cannot read what is there: {os_reason(exc)}") from None
+    if head and head != SQLITE_HEADER:
+        raise OutputError(
+            f"{final}: cannot write the database: a file that is not a SQLite database has its name; "
+            f"move it away (`mv '{final}' '{final}.bak'`) or choose another --db"
+        )
 
 
 def _keep_previous(final: Path) -> Path | None:
