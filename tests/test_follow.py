@@ -210,6 +210,99 @@ def test_ctrl_c_during_a_batch_stops_after_it(tmp_path, dump_full):
     assert follower.stdout.startswith(f"{db}: stopped following with 4 file sets in; 1 batch appended (")
 
 
+def test_a_reader_that_holds_the_database_makes_a_batch_wait_and_ctrl_c_stops_without_it(tmp_path, dump_full):
+    """A reader in a read transaction holds up a commit: the wait is said once; it ends when the reader does, or
+    by Ctrl-C, which rolls the batch back (exit 0); the same command later converts it."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out)
+    write_step(dump_full, data, 0)
+    wait_for(lambda: mark(db) == 1, follower)
+    first_rows = rows(db)
+    reader = sqlite3.connect(db, isolation_level=None)
+    waiting = (
+        f"warning: {db}: waiting for a reader that holds the database to end its read (readers that start now "
+        "wait too); Ctrl-C stops the follower without this batch"
+    )
+    for step, waits in ((1, 1), (2, 2)):
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM trend_data").fetchone() == (first_rows * step,)
+        write_step(dump_full, data, step)
+        wait_for(lambda waits=waits: follower.stderr.splitlines().count(waiting) == waits, follower)
+        if step == 1:
+            reader.execute("COMMIT")
+            wait_for(lambda: mark(db) == 2, follower)
+    assert follower.stop() == 0
+    reader.execute("COMMIT")
+    assert (mark(db), rows(db)) == (2, first_rows * 2)
+    assert "interrupted" not in follower.stderr
+    assert follower.stdout == f"{db}: stopped following with 4 file sets in; 1 batch appended ({first_rows:,} rows)\n"
+    again = Follower(tmp_path, data, out, "--stop-after-idle", "1")
+    assert again.process.wait(WAIT) == 0, again.stderr
+    assert again.stdout == f"{db}: stopped following with 6 file sets in; 1 batch appended ({first_rows:,} rows)\n"
+    assert reader.execute("SELECT count(*) FROM trend_data").fetchone() == (first_rows * 3,)
+    reader.close()
+    assert diff_ids(batch_db(dump_full, tmp_path / "batch"), db).stdout == "logically identical\n"
+
+
+def test_a_file_set_that_does_not_parse_waits_and_the_summary_names_its_file(tmp_path, dump_full):
+    """The warning and the stop summary name the source file (not a shard); the file set, written again whole,
+    goes in when the same command runs again."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    write_step(dump_full, data, 0)
+    broken = data / "step0" / "rank0" / "dump.json"
+    broken.write_bytes(broken.read_bytes()[:300])
+    refused = run_cli("run", data, "--db", tmp_path / "refused", "-q")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"error: {broken}: invalid JSON: ")
+    follower = Follower(tmp_path, data, out)
+    wait_for(lambda: mark(db) == 1, follower)
+    assert follower.stop() == 0
+    assert follower.stdout == (
+        f"{db}: stopped following with 1 file set in; 0 batches appended (0 rows)\n"
+        f"  not converted (files that do not parse): {broken}, step 0, rank 0\n"
+    )
+    reason = refused.stderr.removeprefix("error: ").rstrip()
+    warning = f"warning: {reason}; not converted, waiting for its files to change"
+    assert follower.stderr.splitlines().count(warning) == 1
+    shutil.copy(dump_full / "step0" / "rank0" / "dump.json", broken)
+    again = Follower(tmp_path, data, out, "--stop-after-idle", "1")
+    assert again.process.wait(WAIT) == 0, again.stderr
+    assert again.stdout == (
+        f"{db}: stopped following with 2 file sets in; 0 batches appended (0 rows), 1 rebuild in place\n"
+    )
+    assert diff_ids(batch_db(data, tmp_path / "batch"), db).stdout == "logically identical\n"
+
+
+def test_a_second_writer_of_a_followed_output_is_refused(tmp_path, dump_full):
+    """WORK's lock does not cover a second follower or run with a WORK of its own: the output's lock does."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    write_step(dump_full, data, 0)
+    follower = Follower(tmp_path, data, out)
+    wait_for(lambda: mark(db) == 1, follower)
+    refused = (
+        f"error: {db}: another trendconv process is writing this output (a follower, or a run with another WORK); "
+        "wait until it stops, or choose another --db or --name\n"
+    )
+    other = tmp_path / "other"
+    second = run_cli("run", data, "--db", out, "--work", other, "--follow", "--poll", POLL)
+    assert (second.returncode, second.stdout, second.stderr) == (2, "", refused)
+    batch = run_cli("run", data, "--db", out, "--work", other, "-q")
+    assert (batch.returncode, batch.stdout, batch.stderr) == (2, "", refused)
+    listed = [".dump_data.trend.db.files.json", ".dump_data.trend.db.lock", ".trendconv", "dump_data.trend.db"]
+    assert sorted(path.name for path in out.iterdir()) == listed
+    assert follower.stop() == 0
+    assert mark(db) == 1
+    assert sorted(path.name for path in out.iterdir()) == [name for name in listed if not name.endswith(".lock")]
+    assert run_cli("run", data, "--db", out, "--work", other, "-q").returncode == 0  # the output is free again
+    assert mark(db) == 0
+
+
 def test_poll_without_follow_is_a_usage_error(tmp_path):
     done = run_cli("run", tmp_path, "--db", tmp_path / "out", "--poll", "1")
     assert (done.returncode, done.stderr) == (2, "error: --poll and --stop-after-idle go with --follow\n")

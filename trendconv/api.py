@@ -7,6 +7,7 @@ replace their databases all together or not at all.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from trendconv.faults import fault_point
 from trendconv.formats import Format
 from trendconv.jsonfile import read_python_json
 from trendconv.loading.build import publish_all
+from trendconv.loading.outputs import writing
 from trendconv.loading.records import packed
 from trendconv.loading.split import Split
 from trendconv.loading.stage import UNSPLIT, Feeder, OutputSet, stage_output
@@ -180,22 +182,24 @@ def _stage_load(fmt: Format, shard_list: list, out_dir: Path, index: bool, split
 def all_or_nothing(stages: list[tuple[Format, Callable[[], tuple]]]) -> list:
     """Run each (format, stage): a stage builds its databases to temporary files and returns (summary, output
     set). Only when every stage succeeded are the databases moved into place, one right after another, and then
-    the previous outputs' files that the new ones do not have removed; a failure or an interruption abandons every
-    build, so that no database is replaced unless all are."""
+    the previous outputs' files that the new ones do not have removed, the outputs locked against another process
+    meanwhile; a failure or an interruption abandons every build, so that no database is replaced unless all are."""
     staged: list[tuple] = []
-    try:
-        for _, stage in stages:
-            staged.append(stage())
-        publish_all([builder for _, output in staged for builder in output.builders])
-    except BaseException as exc:
-        for _, output in staged:
-            output.abort()
-        if isinstance(exc, TrendconvError) and staged and len(staged) < len(stages):
-            _note_unreplaced(exc, staged, stages[len(staged)][0])
-        raise
-    with interrupt.deferred():
-        for _, output in staged:
-            output.published()
+    with contextlib.ExitStack() as lock:
+        try:
+            for _, stage in stages:
+                staged.append(stage())
+            lock.enter_context(writing(output.output for _, output in staged))
+            publish_all([builder for _, output in staged for builder in output.builders])
+        except BaseException as exc:
+            for _, output in staged:
+                output.abort()
+            if isinstance(exc, TrendconvError) and staged and len(staged) < len(stages):
+                _note_unreplaced(exc, staged, stages[len(staged)][0])
+            raise
+        with interrupt.deferred():
+            for _, output in staged:
+                output.published()
     return [summary for summary, _ in staged]
 
 

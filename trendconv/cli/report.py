@@ -226,4 +226,4 @@ def print_follow_summary(summary) -> None:
         f"{batches} appended ({summary.rows:,} rows){rebuilt}"
     )
     if summary.held:
-        typer.echo(f"  not converted (files that do not parse): {', '.join(summary.held)}")
+        typer.echo(f"  not converted (files that do not parse): {'; '.join(summary.held)}")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trendconv import shards, workdir
-from trendconv.errors import DataError, OutputError, TrendconvError, internal_error, os_reason
+from trendconv.errors import DataError, OutputError, TrendconvError, internal_error, make_directory, os_reason
 from trendconv.executors import Executor, default_workers, local_executor
 from trendconv.faults import fault_point
 from trendconv.following import live, record
@@ -25,7 +25,7 @@ from trendconv.following.rebuild import rebuild
 from trendconv.following.summary import Batch, FollowSummary
 from trendconv.formats import Format
 from trendconv.formats.contract import Refused
-from trendconv.loading.outputs import family, replace_set
+from trendconv.loading.outputs import family, replace_set, writing
 from trendconv.loading.split import Part, Split, db_stem, partition
 from trendconv.options import ParseOptions
 from trendconv.parsing.manifest import start_parse, write_manifest
@@ -56,11 +56,17 @@ class Follower:
         self.dirty = False  # the databases may not be the split of what they hold (a restart): look once
         self.seen: dict[str, tuple[list, float]] = {}  # shard name -> sources, and since when they are so
         self.held: dict[str, list] = {}  # shard name -> sources that did not parse
+        self.held_at: dict[str, tuple] = {}  # shard name -> (processing order, the unit's place), for the summary
+        self.lock = contextlib.ExitStack()
 
     # ---- start
 
     def start(self) -> None:
-        """WORK's part says what this follower parses; the databases and their records say what they hold."""
+        """WORK's part says what this follower parses; the databases and their records say what they hold. The
+        output is this process's alone until `close`."""
+        with contextlib.suppress(OSError):  # else no database can be made there either: its build says why
+            make_directory(self.out_dir)
+        self.lock.enter_context(writing([self.out_dir / self.stem]))
         self.fmt.appender(self.out_dir / self.stem).close()  # a format that cannot append says so first
         workdir.move_old_part(self.work, self.fmt)
         start_parse(self.data, self.part, self.options, self.fmt)
@@ -140,6 +146,8 @@ class Follower:
                 changed = True
         for name in [name for name in self.seen if name not in tasks]:
             del self.seen[name]
+            self.held.pop(name, None)  # gone from DATA: no longer waited for
+            self.held_at.pop(name, None)
             changed = True
         return changed
 
@@ -150,6 +158,10 @@ class Follower:
     # ---- one batch
 
     def _batch(self, tasks: dict[str, ParseTask], ready: list[ParseTask], gone: list[str]) -> None:
+        with live.notices(self.on_warning):
+            self._convert(tasks, ready, gone)
+
+    def _convert(self, tasks: dict[str, ParseTask], ready: list[ParseTask], gone: list[str]) -> None:
         new = self._parse(ready)
         if not new and not gone and not self.dirty:
             return
@@ -232,9 +244,11 @@ class Follower:
         name = self.fmt.shard_name(task.unit)
         if error is None:
             self.held.pop(name, None)
+            self.held_at.pop(name, None)
             found.append(shards.Shard(task.shard_path, meta))
         elif isinstance(error, TrendconvError):
             self.held[name] = self.seen[name][0]
+            self.held_at[name] = (self.fmt.order(task.unit), self.fmt.place(task.unit))
             self._warn(f"{error}; not converted, waiting for its files to change")
         else:
             raise internal_error(error, f"parsing {self.fmt.place(task.unit)}")
@@ -327,7 +341,8 @@ class Follower:
     def close(self) -> None:
         for held in self.files.values():
             held.close()
-        self.summary.held = sorted(self.held)
+        self.lock.close()
+        self.summary.held = [place for _, place in sorted(self.held_at.values())]
         self.summary.files = [held.path for _, held in sorted(self.files.items())]
         if self.summary.files:
             self.summary.db = self.summary.files[0]

@@ -3,15 +3,33 @@ place, and the parts of a batch's transaction that do not depend on the format."
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
 
+from trendconv import interrupt
 from trendconv.errors import OutputError
 from trendconv.faults import fault_point
 from trendconv.loading import connection, schema
 from trendconv.loading.tags import write_tags
 from trendconv.summaries import LoadSummary
+
+WAIT_STEP = 0.05  # seconds between two tries of a commit that a reader holds up
+NOTICE_AFTER = 1.0  # seconds of waiting after which the wait is said
+_notices: list[Callable[[str], None]] = []  # the innermost `notices` says a wait
+
+
+@contextmanager
+def notices(say: Callable[[str], None]) -> Iterator[None]:
+    """Meanwhile a commit that waits for readers is said through SAY."""
+    _notices.append(say)
+    try:
+        yield
+    finally:
+        _notices.pop()
 
 
 def open_live(final: Path) -> connection.Connection:
@@ -22,10 +40,30 @@ def open_live(final: Path) -> connection.Connection:
     try:
         for pragma in schema.APPEND_PRAGMAS:
             conn.execute(pragma)
+        wait_for_readers(conn, final)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def wait_for_readers(conn: connection.Connection | apsw.Connection, final: Path) -> None:
+    """A commit on CONN waits as long as a reader holds FINAL (a read transaction left open, say), and says so
+    once it waited NOTICE_AFTER: SQLite gives a writer the file only when no reader holds it, and readers that
+    start meanwhile wait too. A signal ends the wait: KeyboardInterrupt, and closing CONN rolls the batch back."""
+
+    def busy(tries: int) -> bool:
+        interrupt.check()
+        if tries == round(NOTICE_AFTER / WAIT_STEP):
+            for say in _notices[-1:]:
+                say(
+                    f"{final}: waiting for a reader that holds the database to end its read (readers that start now "
+                    "wait too); Ctrl-C stops the follower without this batch"
+                )
+        time.sleep(WAIT_STEP)
+        return True
+
+    conn.set_busy_handler(busy)
 
 
 def read_mark(final: Path) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import apsw
 
 from trendconv.faults import fault_point
+from trendconv.following import live
 from trendconv.formats import Format
 from trendconv.loading import schema
 from trendconv.loading.build import check_place, publish_all, writes_db
@@ -55,6 +56,7 @@ class _Copy:
         try:
             for pragma in schema.APPEND_PRAGMAS:
                 conn.execute(pragma)
+            live.wait_for_readers(conn, self.final)
             conn.execute("ATTACH DATABASE ? AS fresh", (str(build),))
             conn.execute("BEGIN IMMEDIATE")
             _copy(conn)

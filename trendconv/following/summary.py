@@ -34,5 +34,5 @@ class FollowSummary:
     rebuilt: int = 0  # transactions that rebuilt a database in place
     rows: int = 0  # trend rows appended (rebuilds not counted)
     warnings: list[str] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)  # units not converted when it stopped: their files do not parse
+    held: list[str] = field(default_factory=list)  # the places of units not converted: their files do not parse
     files: list[Path] = field(default_factory=list)  # its databases when it stopped, in step order

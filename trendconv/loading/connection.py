@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 import apsw
@@ -70,6 +70,9 @@ class Connection:
 
     def close(self) -> None:
         self._conn.close()
+
+    def set_busy_handler(self, handler: Callable[[int], bool]) -> None:
+        self._conn.set_busy_handler(handler)
 
     @property
     def total_changes(self) -> int:

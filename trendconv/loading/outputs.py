@@ -7,21 +7,83 @@ next output of the same name removes those of them it did not write again. An un
 that a split made after it removes it (without a record, trendconv could not tell its own database from one
 msprobe wrote under the same name). A file of the same family that no record names, or that changed since it
 was recorded, is not trendconv's to remove: it is named in a warning.
+
+One process at a time writes an output: `writing` holds `.<name>.lock` (flock; the file is removed again) while a
+batch output moves its databases into place, and for as long as a follower runs. WORK's lock does not cover it:
+two commands with different WORKs may name one output, and a follower's appends mixed with another's would give
+wrong rows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from trendconv.errors import UsageError
 from trendconv.loading.split import DB_SUFFIX
 
 
 def record_path(out_dir: Path, stem: str) -> Path:
     return out_dir / f".{stem}.files.json"
+
+
+@contextlib.contextmanager
+def writing(outputs: Iterable[Path]) -> Iterator[None]:
+    """The OUTPUTS (each OUT_DIR/<name>, a database's unsplit path) written by this process alone; another that
+    writes one of them now fails at once."""
+    with contextlib.ExitStack() as stack:
+        for output in sorted(set(outputs)):
+            stack.enter_context(_locked(output))
+        yield
+
+
+@contextlib.contextmanager
+def _locked(output: Path) -> Iterator[None]:
+    path = output.with_name(f".{output.name}.lock")
+    held = _lock(path, output)
+    try:
+        yield
+    finally:
+        if held is not None:
+            if os.fstat(held).st_size == 0:  # ours, or one a killed process of ours left; a file with data is not
+                path.unlink(missing_ok=True)
+            os.close(held)
+
+
+def _lock(path: Path, output: Path) -> int | None:
+    """PATH's lock held: its descriptor; None when no file can be made there (then no database can either, and
+    the write that follows says why). A lock taken on a file that its holder removed meanwhile is no lock: then
+    again."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(
+                f"{output}: another trendconv process is writing this output (a follower, or a run with another "
+                "WORK); wait until it stops, or choose another --db or --name"
+            ) from None
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
 
 def replace_set(out_dir: Path, stem: str, names: list[str]) -> list[str]:

@@ -130,9 +130,9 @@ def insert_global_stats(columns: int) -> str:
 
 # ---- appending to a database in place (trendconv.following, docs/live.md)
 
-# A follower's connection: the default rollback journal, which the Trend Analyzer needs (docs/trend-db.md §3),
-# full syncs, and a wait rather than a failure while a reader holds the file.
-APPEND_PRAGMAS = ("PRAGMA journal_mode = DELETE", "PRAGMA synchronous = FULL", "PRAGMA busy_timeout = 60000")
+# A follower's connection: the default rollback journal, which the Trend Analyzer needs (docs/trend-db.md §3), and
+# full syncs. While a reader holds the file, its commit waits (trendconv.following.live.wait_for_readers).
+APPEND_PRAGMAS = ("PRAGMA journal_mode = DELETE", "PRAGMA synchronous = FULL")
 # Which batch of appends a database holds: written in the batch's own transaction (the header is journaled).
 READ_MARK = "PRAGMA user_version"
 

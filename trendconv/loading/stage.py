@@ -30,6 +30,11 @@ class OutputSet:
         self.fmt, self.out_dir, self.split, self.builders = fmt, out_dir, split, builders
         self.summary: LoadSummary = builders[0].summary if len(builders) == 1 else combined(builders)
 
+    @property
+    def output(self) -> Path:
+        """The unsplit database's path, which names the output (trendconv.loading.outputs.writing)."""
+        return self.out_dir / db_stem(self.fmt, self.split)
+
     def abort(self) -> None:
         for builder in self.builders:
             builder.abort()
@@ -39,7 +44,7 @@ class OutputSet:
         if self.summary.parts:
             self.summary.size = sum(part.size for part in self.summary.parts)
         names = [builder.final.name for builder in self.builders]
-        self.summary.warnings.extend(replace_set(self.out_dir, db_stem(self.fmt, self.split), names))
+        self.summary.warnings.extend(replace_set(self.out_dir, self.output.name, names))
 
 
 def stage_output(
