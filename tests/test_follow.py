@@ -303,6 +303,61 @@ def test_a_second_writer_of_a_followed_output_is_refused(tmp_path, dump_full):
     assert mark(db) == 0
 
 
+@pytest.mark.parametrize("fmt", ["auto", "dump"])
+def test_data_that_goes_away_is_waited_for(tmp_path, dump_full, fmt):
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    write_step(dump_full, data, 0)
+    follower = Follower(tmp_path, data, out, "--format", fmt)
+    wait_for(lambda: mark(db) == 1, follower)
+    data.rename(tmp_path / "away")
+    gone = f"warning: {data}: DATA is gone; the databases stay as they are, and the follower waits for it"
+    wait_for(lambda: gone in follower.stderr.splitlines(), follower)
+    (tmp_path / "away").rename(data)
+    write_step(dump_full, data, 1)
+    wait_for(lambda: mark(db) == 2, follower)
+    assert follower.stop() == 0
+    assert (
+        follower.stdout == f"{db}: stopped following with 4 file sets in; 1 batch appended ({rows(db) // 2:,} rows)\n"
+    )
+    assert follower.stderr.splitlines().count(gone) == 1
+
+
+def test_a_follower_that_finds_nothing_says_so(tmp_path, dump_full):
+    empty, out = tmp_path / "empty", tmp_path / "out"
+    empty.mkdir()
+    idle = ("--follow", "--poll", POLL, "--stop-after-idle", "0.5")
+    nothing = run_cli("run", empty, "--db", out, *idle)
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (
+        0,
+        f"{empty}: stopped following with nothing converted: no dump or monitor data appeared in it\n",
+        "",
+    )
+    other = run_cli("run", dump_full, "--db", out, "--format", "monitor", *idle)
+    assert (other.returncode, other.stdout, other.stderr) == (
+        0,
+        f"{out}/monitor_data.trend.db: stopped following with 0 monitor CSV files in; 0 batches appended (0 rows)\n",
+        "",
+    )
+
+
+def test_a_rank_directory_without_its_dump_file_is_named_when_the_follower_stops(tmp_path, dump_full):
+    """As `run` warns of it; not while it follows, as a rank's directory is there before its files are."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    shutil.copytree(dump_full, data)
+    (data / "step1" / "rank1" / "dump.json").unlink()
+    warning = f"warning: No 'dump.json' file found in: {data / 'step1' / 'rank1'}"
+    batch = run_cli("run", data, "--db", tmp_path / "batch", "-q")
+    assert (batch.returncode, batch.stderr) == (0, warning + "\n")
+    followed = run_cli("run", data, "--db", out, "--follow", "--poll", POLL, "--stop-after-idle", "0.5")
+    assert followed.returncode == 0
+    assert followed.stderr.splitlines() == [
+        f"{out}/dump_data.trend.db: made from 5 file sets, {rows(out / 'dump_data.trend.db'):,} rows (batch 1)",
+        warning,
+    ]
+
+
 def test_poll_without_follow_is_a_usage_error(tmp_path):
     done = run_cli("run", tmp_path, "--db", tmp_path / "out", "--poll", "1")
     assert (done.returncode, done.stderr) == (2, "error: --poll and --stop-after-idle go with --follow\n")

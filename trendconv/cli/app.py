@@ -471,7 +471,10 @@ def _follow(data: Path, db: Path, *, follow: bool, poll: float | None, quiet: bo
     )
     for summary in summaries if not quiet else []:
         report.print_follow_summary(summary)
-    _warn_if_refused(db)
+    if not summaries and not quiet:  # --format auto, and no data appeared
+        typer.echo(f"{data}: stopped following with nothing converted: no dump or monitor data appeared in it")
+    if any(summary.files for summary in summaries):  # else there is nothing the Trend Analyzer could refuse
+        _warn_if_refused(db)
 
 
 def _warn_if_refused(db: Path) -> None:

@@ -32,6 +32,7 @@ from trendconv.parsing.manifest import start_parse, write_manifest
 from trendconv.parsing.reuse import OK, status_of
 from trendconv.parsing.runner import chunks, plan
 from trendconv.parsing.tasks import ParseTask, parse_chunk, source_stats
+from trendconv.scan import is_dir
 
 
 class Follower:
@@ -58,6 +59,7 @@ class Follower:
         self.held: dict[str, list] = {}  # shard name -> sources that did not parse
         self.held_at: dict[str, tuple] = {}  # shard name -> (processing order, the unit's place), for the summary
         self.lock = contextlib.ExitStack()
+        self.scan_warnings: list[str] = []  # the last look's: said when the follower stops, if they still hold
 
     # ---- start
 
@@ -130,11 +132,16 @@ class Follower:
         return self.held.get(name) != sources and taken != sources
 
     def _tasks(self) -> dict[str, ParseTask]:
-        """Every unit in DATA now, by shard name, in processing order; none while DATA has none yet."""
+        """Every unit in DATA now, by shard name, in processing order; none while DATA has none yet, or is gone
+        (the databases stay as they are)."""
         try:
-            _, found = plan(self.data, self.work, self.options, self.fmt)
+            if not is_dir(self.data):
+                self._warn(f"{self.data}: DATA is gone; the databases stay as they are, and the follower waits for it")
+                return {}
+            scanned, found = plan(self.data, self.work, self.options, self.fmt)
         except DataError:
             return {}
+        self.scan_warnings = scanned.warnings
         return {self.fmt.shard_name(task.unit): task for task in found}
 
     def _watch(self, tasks: dict[str, ParseTask], now: float) -> bool:
@@ -342,6 +349,8 @@ class Follower:
         for held in self.files.values():
             held.close()
         self.lock.close()
+        for warning in self.scan_warnings:  # not as they arise: a unit's directory is there before its files
+            self._warn(warning)
         self.summary.held = [place for _, place in sorted(self.held_at.values())]
         self.summary.files = [held.path for _, held in sorted(self.files.items())]
         if self.summary.files:

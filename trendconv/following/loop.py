@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from trendconv import formats, interrupt, workdir
-from trendconv.errors import DataError
+from trendconv.errors import DataError, UsageError
 from trendconv.following.follower import Follower
 from trendconv.following.summary import FollowSummary
 from trendconv.formats import Format
@@ -38,7 +38,7 @@ def follow(
     def looked() -> bool:
         """One look for every format; whether anything happened."""
         busy = False
-        for fmt in _formats(data, input_format):
+        for fmt in _formats(data, input_format, followers):
             if fmt not in followers:
                 followers[fmt] = Follower(fmt, data, out_dir, work, options, settle=poll, **kwargs)
                 followers[fmt].start()
@@ -71,9 +71,13 @@ def _watch(looked, poll: float, stop_after_idle: float | None) -> None:
         time.sleep(poll)
 
 
-def _formats(data: Path, input_format: str) -> list[Format]:
-    """The formats to follow: the one asked for, or for auto those found so far (DATA may still be empty)."""
+def _formats(data: Path, input_format: str, following) -> list[Format]:
+    """The formats to follow: the one asked for, or for auto those found so far and those FOLLOWING already (DATA
+    may still be empty, or be emptied or gone meanwhile: their followers say so)."""
+    if input_format != formats.AUTO:
+        return [formats.get(input_format)]
     try:
-        return formats.chosen(data, input_format)
-    except DataError:
-        return []
+        found = formats.detect(data)
+    except (DataError, UsageError):  # UsageError: DATA is gone (it was there at the start)
+        found = []
+    return [fmt for fmt in formats.FORMATS.values() if fmt in found or fmt in following]
