@@ -245,7 +245,17 @@ def test_what_the_plugins_statements_need(tmp_path, statements, findings):
 
 
 def test_a_file_that_is_no_database(tmp_path):
+    """trendconv replaces no such file (docs/migration.md, "replacing an old database"): moving it is the fix."""
     (tmp_path / "x.trend.db").write_bytes(b"not SQLite" * 100)
+    assert [str(problem) for problem in check.check_directory(tmp_path).problems] == [
+        f"{tmp_path}/x.trend.db: not a SQLite database: a file of another kind with the name of one; fix: move it "
+        f"away: mv {tmp_path}/x.trend.db {tmp_path}/x.trend.db.bak"
+    ]
+
+
+def test_a_damaged_database(tmp_path):
+    """A SQLite header with nothing readable after it: converting again replaces it."""
+    (tmp_path / "x.trend.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 100)
     assert [str(problem) for problem in check.check_directory(tmp_path).problems] == [
         f"{tmp_path}/x.trend.db: not a readable SQLite database (file is not a database); fix: convert the data "
         f"again: trendconv run DATA --db {tmp_path}"

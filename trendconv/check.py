@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.request import pathname2url
 
 from trendconv.errors import UsageError, plural
+from trendconv.loading.schema import SQLITE_HEADER
 
 DB_SUFFIX = ".trend.db"
 PATH_LIMIT = 4096
@@ -171,6 +172,9 @@ def _mode_problems(path: Path, st: os.stat_result, *, is_dir: bool) -> list[Prob
 def schema_problems(db: Path, directory: Path) -> list[Problem]:
     """What the plugin's statements need from DB: its tables and columns, a global_stats row, known stats."""
     again = f"convert the data again: trendconv run DATA --db {_quote(directory)}"
+    if not _sqlite_or_empty(db):  # not a database at all: trendconv replaces none such, and the plugin lists it
+        what = "not a SQLite database: a file of another kind with the name of one"
+        return [Problem(db, what, f"move it away: mv {_quote(db)} {_quote(db.with_name(db.name + '.bak'))}")]
     try:
         conn = sqlite3.connect(f"file:{pathname2url(str(db))}?mode=ro", uri=True)
     except sqlite3.Error as exc:
@@ -181,6 +185,16 @@ def schema_problems(db: Path, directory: Path) -> list[Problem]:
         return [Problem(db, f"not a readable SQLite database ({exc})", again)]
     finally:
         conn.close()
+
+
+def _sqlite_or_empty(db: Path) -> bool:
+    """As trendconv.loading.build.check_place tells what it may replace."""
+    try:
+        with open(db, "rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except OSError:
+        return True  # the owner's read bit is checked above; SQLite then says what it cannot read
+    return not head or head == SQLITE_HEADER
 
 
 def _schema_findings(conn: sqlite3.Connection) -> list[str]:

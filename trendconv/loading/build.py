@@ -128,9 +128,6 @@ def publish_all(builders: list) -> None:
                 interrupt.finished(kept)
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
-
-
 def check_place(final: Path) -> None:
     """Only a database (or an empty file) at FINAL is replaced: a document that happens to have its name is not
     trendconv's to destroy (docs/migration.md, "replacing an old database")."""
@@ -140,12 +137,12 @@ def check_place(final: Path) -> None:
         if final.exists() and not final.is_file():  # a FIFO would block the read below
             raise OutputError(f"{final}: cannot write the database: something that is not a file has its name")
         with open(final, "rb") as file:
-            head = file.read(len(SQLITE_HEADER))
+            head = file.read(len(schema.SQLITE_HEADER))
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:  # what cannot be read cannot be told from a document
         raise OutputError(f"{final}: cannot write the database: cannot read what is there: {os_reason(exc)}") from None
-    if head and head != SQLITE_HEADER:
+    if head and head != schema.SQLITE_HEADER:
         raise OutputError(
             f"{final}: cannot write the database: a file that is not a SQLite database has its name; "
             f"move it away (`mv '{final}' '{final}.bak'`) or choose another --db"
