@@ -294,6 +294,7 @@ def test_a_second_writer_of_a_followed_output_is_refused(tmp_path, dump_full):
     assert (second.returncode, second.stdout, second.stderr) == (2, "", refused)
     batch = run_cli("run", data, "--db", out, "--work", other, "-q")
     assert (batch.returncode, batch.stdout, batch.stderr) == (2, "", refused)
+    assert list(other.rglob("*.parquet")) == []  # refused before it parsed anything
     listed = [".dump_data.trend.db.files.json", ".dump_data.trend.db.lock", ".trendconv", "dump_data.trend.db"]
     assert sorted(path.name for path in out.iterdir()) == listed
     assert follower.stop() == 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from trendconv import formats
@@ -69,3 +71,16 @@ def test_init_files_re_export_and_hold_no_code():
             if isinstance(node, ast.Assign) and [target.id for target in node.targets] != ["__all__"]
         ]
     assert holding == []
+
+
+def test_every_module_imports_first():
+    """Whichever module a program imports first, no import cycle breaks it: `trendconv check` once failed so,
+    imported alone, while every test that had imported trendconv.loading before passed."""
+    names = sorted(
+        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for path in PACKAGE.rglob("*.py")
+    )
+    script = "import importlib, sys; importlib.import_module(sys.argv[1])"
+    processes = {name: subprocess.Popen([sys.executable, "-c", script, name], stderr=subprocess.PIPE) for name in names}
+    failed = {name: process.communicate()[1].decode().splitlines()[-1:] for name, process in processes.items()}
+    assert {name: lines for name, lines in failed.items() if processes[name].returncode} == {}

@@ -12,7 +12,7 @@ from trendconv.loading.outputs import writing
 def refused(output) -> str:
     return (
         f"{output}: another trendconv process is writing this output (a follower, or a run with another WORK); "
-        "wait until it stops, or choose another --db or --name"
+        "wait until it stops, or choose another `out` or `name`"
     )
 
 

@@ -301,7 +301,7 @@ def test_umask_002_as_a_normal_user(shared_area):
 
     check = as_user(user, [sys.executable, "-m", "trendconv", "check", "ref"], area)
     refused = "group- or other-writable (mode 0775), which the Trend Analyzer refuses; fix: chmod go-w ref"
-    assert (check.returncode, check.stdout.splitlines()[0]) == (1, f"ref: {refused}")
+    assert (check.returncode, check.stdout.splitlines()[:1]) == (1, [f"ref: {refused}"]), check.stderr
     with PluginServer(tensorboard_executable(), area / "ref", area, as_user=user, umask=0o002) as server:
         assert server.tab_enabled() is False
         assert server.ask("metrics")["success"] is False

@@ -12,6 +12,7 @@ import pytest
 from helpers import A1_CONSTRUCT, A1_DATA, ACTV, GRAD, make_data, write_file_set, write_run
 
 import trendconv
+from trendconv.loading.outputs import writing
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_dump"
 
@@ -167,6 +168,27 @@ def test_a_path_that_is_not_utf8_is_a_usage_error(tmp_path):
         trendconv.convert(make_data(tmp_path), out)
     assert str(raised.value) == f"{out}: not a UTF-8 path (the bytes shown as \\udcXX); rename it"
     assert not out.exists()
+
+
+def test_an_output_in_use_or_a_document_in_its_place_is_named_in_python_terms(tmp_path):
+    """The command line says --db and --name instead (tests/test_follow.py, tests/test_hostile_inputs.py)."""
+    data, out = make_data(tmp_path), tmp_path / "out"
+    out.mkdir()
+    with writing([out / "dump_data.trend.db"]), pytest.raises(trendconv.UsageError) as raised:
+        trendconv.convert(data, out, workers=1)
+    assert str(raised.value) == (
+        f"{out / 'dump_data.trend.db'}: another trendconv process is writing this output (a follower, or a run with "
+        "another WORK); wait until it stops, or choose another `out` or `name`"
+    )
+    document = out / "dump_data.trend.db"
+    document.write_text("notes\n")
+    with pytest.raises(trendconv.OutputError) as raised:
+        trendconv.convert(data, out, workers=1)
+    assert str(raised.value) == (
+        f"{document}: cannot write the database: a file that is not a SQLite database has its name; move it away "
+        f"(`mv '{document}' '{document}.bak'`) or choose another `out`"
+    )
+    assert document.read_text() == "notes\n"
 
 
 def test_a_data_error_says_what_fixes_it_in_python_terms(tmp_path):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trendconv import formats, interrupt, workdir
-from trendconv.errors import DataError, TrendconvError, UsageError
+from trendconv.errors import DataError, TrendconvError, UsageError, make_directory
 from trendconv.executors import Executor, prestart
 from trendconv.faults import fault_point
 from trendconv.formats import Format
@@ -22,7 +22,7 @@ from trendconv.jsonfile import read_python_json
 from trendconv.loading.build import publish_all
 from trendconv.loading.outputs import writing
 from trendconv.loading.records import packed
-from trendconv.loading.split import Split
+from trendconv.loading.split import Split, db_stem
 from trendconv.loading.stage import UNSPLIT, Feeder, OutputSet, stage_output
 from trendconv.options import ParseOptions
 from trendconv.parsing import read_manifest, run_parse
@@ -165,7 +165,7 @@ def _load_formats(
             (fmt, functools.partial(_stage_load, fmt, shard_list, out_dir, index, split, executor, progress))
             for fmt, shard_list in zip(chosen, shard_lists)
         ]
-        return all_or_nothing(stages)
+        return all_or_nothing(stages, [out_dir / db_stem(fmt, split) for fmt in chosen])
 
 
 def _stage_load(fmt: Format, shard_list: list, out_dir: Path, index: bool, split: Split, executor, progress) -> tuple:
@@ -179,17 +179,20 @@ def _stage_load(fmt: Format, shard_list: list, out_dir: Path, index: bool, split
     return output.summary, output
 
 
-def all_or_nothing(stages: list[tuple[Format, Callable[[], tuple]]]) -> list:
+def all_or_nothing(stages: list[tuple[Format, Callable[[], tuple]]], outputs: list[Path]) -> list:
     """Run each (format, stage): a stage builds its databases to temporary files and returns (summary, output
     set). Only when every stage succeeded are the databases moved into place, one right after another, and then
-    the previous outputs' files that the new ones do not have removed, the outputs locked against another process
-    meanwhile; a failure or an interruption abandons every build, so that no database is replaced unless all are."""
+    the previous outputs' files that the new ones do not have removed; a failure or an interruption abandons every
+    build, so that no database is replaced unless all are. OUTPUTS (each output's unsplit database path) are
+    this process's from the start, so that one a follower writes is refused before any work."""
     staged: list[tuple] = []
-    with contextlib.ExitStack() as lock:
+    for directory in {output.parent for output in outputs}:
+        with contextlib.suppress(OSError):  # else no database can be made there either: its build says why
+            make_directory(directory)
+    with writing(outputs):
         try:
             for _, stage in stages:
                 staged.append(stage())
-            lock.enter_context(writing(output.output for _, output in staged))
             publish_all([builder for _, output in staged for builder in output.builders])
         except BaseException as exc:
             for _, output in staged:
@@ -253,7 +256,8 @@ def _run_formats(
             (fmt, functools.partial(_stage_run, data, out_dir, options, work, workers, executor, fmt, **kwargs))
             for fmt in chosen
         ]
-        return all_or_nothing(stages)
+        split = kwargs.get("split", UNSPLIT)
+        return all_or_nothing(stages, [out_dir / db_stem(fmt, split) for fmt in chosen])
 
 
 def _stage_run(

@@ -22,9 +22,9 @@ from pathlib import Path
 from urllib.request import pathname2url
 
 from trendconv.errors import UsageError, plural
-from trendconv.loading.schema import SQLITE_HEADER
 
 DB_SUFFIX = ".trend.db"
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 PATH_LIMIT = 4096
 PLUGIN_SIZE_LIMIT = 5 * 1024**3
 BOUNDS = ("max_rank", "min_step", "max_step")

@@ -26,6 +26,8 @@ CLI_WORDS = {
     "`micro_step=False`": "--no-micro-step",
     "`executor='dask'`": "--executor dask",
     "with its traceback (the error's `detail`)": "with the traceback `trendconv --debug ...` shows",
+    "another `out` or `name`": "another --db or --name",
+    "another `out`": "another --db",
 }
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from trendconv import interrupt
+from trendconv.check import SQLITE_HEADER
 from trendconv.errors import OutputError, make_directory, os_reason
 from trendconv.executors import alive
 from trendconv.faults import fault_point
@@ -137,15 +138,15 @@ def check_place(final: Path) -> None:
         if final.exists() and not final.is_file():  # a FIFO would block the read below
             raise OutputError(f"{final}: cannot write the database: something that is not a file has its name")
         with open(final, "rb") as file:
-            head = file.read(len(schema.SQLITE_HEADER))
+            head = file.read(len(SQLITE_HEADER))
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:  # what cannot be read cannot be told from a document
         raise OutputError(f"{final}: cannot write the database: cannot read what is there: {os_reason(exc)}") from None
-    if head and head != schema.SQLITE_HEADER:
+    if head and head != SQLITE_HEADER:
         raise OutputError(
             f"{final}: cannot write the database: a file that is not a SQLite database has its name; "
-            f"move it away (`mv '{final}' '{final}.bak'`) or choose another --db"
+            f"move it away (`mv '{final}' '{final}.bak'`) or choose another `out`"
         )
 
 

@@ -70,7 +70,7 @@ def _lock(path: Path, output: Path) -> int | None:
             os.close(fd)
             raise UsageError(
                 f"{output}: another trendconv process is writing this output (a follower, or a run with another "
-                "WORK); wait until it stops, or choose another --db or --name"
+                "WORK); wait until it stops, or choose another `out` or `name`"
             ) from None
         if _same_file(fd, path):
             return fd

@@ -128,9 +128,6 @@ def insert_global_stats(columns: int) -> str:
     return f"INSERT INTO global_stats VALUES ({', '.join('?' * columns)})"
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
-
-
 # ---- appending to a database in place (trendconv.following, docs/live.md)
 
 # A follower's connection: the default rollback journal, which the Trend Analyzer needs (docs/trend-db.md §3), and
