@@ -339,7 +339,7 @@ def test_a_follower_that_finds_nothing_says_so(tmp_path, dump_full):
     assert (other.returncode, other.stdout, other.stderr) == (
         0,
         f"{out}/monitor_data.trend.db: stopped following with 0 monitor CSV files in; 0 batches appended (0 rows)\n",
-        "",
+        f"warning: {dump_full}: holds dump data, which --format monitor does not follow: use --format dump\n",
     )
 
 

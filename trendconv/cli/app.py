@@ -475,6 +475,22 @@ def _follow(data: Path, db: Path, *, follow: bool, poll: float | None, quiet: bo
         typer.echo(f"{data}: stopped following with nothing converted: no dump or monitor data appeared in it")
     if any(summary.files for summary in summaries):  # else there is nothing the Trend Analyzer could refuse
         _warn_if_refused(db)
+    elif summaries:
+        _warn_of_other_formats(data, [summary.format for summary in summaries])
+
+
+def _warn_of_other_formats(data: Path, followed: list[str]) -> None:
+    """Nothing converted with --format named: DATA may hold another format's data, which a follower waits for."""
+    from trendconv import formats
+
+    try:
+        found = [fmt.name for fmt in formats.detect(data) if fmt.name not in followed]
+    except TrendconvError:  # no data of any format (or DATA gone): the summary said what was followed
+        return
+    if found:
+        report.print_warnings(
+            [f"{data}: holds {found[0]} data, which --format {followed[0]} does not follow: use --format {found[0]}"]
+        )
 
 
 def _warn_if_refused(db: Path) -> None:
