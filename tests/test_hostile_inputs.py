@@ -31,6 +31,7 @@ from helpers import (
     both_readers,
     file_set_of,
     query,
+    run_cli,
     write_file_set,
     write_run,
 )
@@ -38,6 +39,7 @@ from reference import run_msprobe
 from typer.testing import CliRunner
 
 import trendconv
+from datagen.dump import generate as generate_dump
 from trendconv import api, parsing
 from trendconv.cli import app
 from trendconv.comparison import diff_databases
@@ -409,6 +411,41 @@ def test_an_empty_file_or_a_database_with_the_databases_name_is_replaced(a1_data
     result = invoke("run", a1_data, "--db", out, "-q")
     assert (result.exit_code, result.stderr) == (0, "")
     assert diff_databases(out / "dump_data.trend.db", trendconv.convert(a1_data, tmp_path / "fresh")[0].load.db).equal
+
+
+KILLED_WRITER = """import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # every changed page goes to the file before the commit
+conn.execute("BEGIN")
+conn.execute("UPDATE trend_data SET norm = -1")
+os._exit(0)  # no commit, no rollback: the journal stays, hot
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "load", "follow"])
+@pytest.mark.parametrize("database", ["there", "gone"])
+def test_a_journal_a_killed_writer_left_is_not_rolled_into_the_new_database(tmp_path, command, database):
+    """SQLite rolls a hot journal into whatever file has its database's name: a new database renamed into place
+    would be corrupted (a follower SIGKILLed in a commit leaves one)."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    generate_dump(data, steps=2, ranks=2, layers=1)
+    db, journal = out / "dump_data.trend.db", out / "dump_data.trend.db-journal"
+    assert run_cli("run", data, "--db", out, "-q").returncode == 0
+    subprocess.run([sys.executable, "-c", KILLED_WRITER, db], check=True)
+    assert journal.stat().st_size > 0
+    if database == "gone":
+        db.unlink()
+    args = {
+        "run": ["run", data, "--db", out, "-q"],
+        "load": ["load", out / ".trendconv", "--db", out, "-q"],
+        "follow": ["run", data, "--db", out, "--follow", "--poll", "0.2", "--stop-after-idle", "0.5", "-q"],
+    }[command]
+    again = run_cli(*args)
+    assert (again.returncode, again.stderr) == (0, "")
+    assert not journal.exists()
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    assert query(db, "SELECT count(*) FROM trend_data WHERE norm = -1") == [(0,)]
+    assert diff_databases(db, trendconv.convert(data, tmp_path / "fresh")[0].load.db).equal
 
 
 # --- integers in construct.json, directory names and dump keys ---------------------------------------------------

@@ -4,6 +4,7 @@ untouched. Every builder uses these."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -107,6 +108,7 @@ def publish_all(builders: list) -> None:
     database is the one failure to expect here: it is looked for first, so that it stops them all."""
     for builder in builders:
         check_place(builder.final)
+        settle_journal(builder.final)
     fault_point("load-before-rename")
     interrupt.check()  # the last moment a signal keeps every previous database
     with interrupt.deferred():  # a signal now is one too late: all databases go in place, then exit 130
@@ -148,6 +150,29 @@ def check_place(final: Path) -> None:
             f"{final}: cannot write the database: a file that is not a SQLite database has its name; "
             f"move it away (`mv '{final}' '{final}.bak'`) or choose another `out`"
         )
+
+
+def settle_journal(final: Path) -> None:
+    """A writer killed in a transaction on the database at FINAL (a follower, docs/live.md §4) left its rollback
+    journal beside it, and SQLite would roll that journal into whatever file next has FINAL's name: into the new
+    database, which it would corrupt. Opened once, the old database takes its journal back (SQLite removes it);
+    one that is still there (its database is gone, or cannot be opened) belongs to no database that stays."""
+    journal = final.with_name(f"{final.name}-journal")
+    if not journal.is_file():
+        return
+    if final.is_file():
+        with contextlib.suppress(connection.Error):
+            old = connection.Connection(final)
+            try:
+                old.execute("SELECT count(*) FROM sqlite_master").fetchall()  # a read rolls a hot journal back
+            finally:
+                old.close()
+    try:
+        journal.unlink(missing_ok=True)
+    except OSError as exc:
+        raise OutputError(
+            f"{journal}: cannot remove the journal of the database it replaces: {os_reason(exc)}"
+        ) from None
 
 
 def _keep_previous(final: Path) -> Path | None:
