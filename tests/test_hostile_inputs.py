@@ -413,6 +413,23 @@ def test_an_empty_file_or_a_database_with_the_databases_name_is_replaced(a1_data
     assert diff_databases(out / "dump_data.trend.db", trendconv.convert(a1_data, tmp_path / "fresh")[0].load.db).equal
 
 
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_directory_with_the_outputs_lock_name_stops_the_output(a1_data, tmp_path, follow):
+    """Without its lock another process could write the output at the same time (docs/user-guide.md)."""
+    out = tmp_path / "out"
+    lock = out / ".dump_data.trend.db.lock"
+    lock.mkdir(parents=True)
+    args = ["--follow", "--poll", "0.2", "--stop-after-idle", "0.5"] if follow else []
+    result = run_cli("run", a1_data, "--db", out, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        f"error: {lock}: cannot use it as the lock of the output (Is a directory); it is trendconv's name for that "
+        f"lock: move it away (`mv '{lock}' '{lock}.bak'`)\n",
+    )
+    assert sorted(path.name for path in out.iterdir()) == [".dump_data.trend.db.lock", ".trendconv"]
+
+
 KILLED_WRITER = """import os, sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("PRAGMA cache_size = 1")  # every changed page goes to the file before the commit

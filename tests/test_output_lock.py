@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trendconv.errors import UsageError
+from trendconv.errors import OutputError, UsageError
 from trendconv.loading.outputs import writing
 
 
@@ -45,18 +45,32 @@ def test_a_file_with_data_at_the_lock_name_is_kept(tmp_path):
     assert theirs.read_text() == "notes\n"
 
 
-@pytest.mark.parametrize("kind", ["directory", "dangling link", "missing directory"])
-def test_where_no_lock_file_can_be_made_nothing_is_locked_or_removed(tmp_path, kind):
-    out = tmp_path / "out"
-    if kind != "missing directory":
-        out.mkdir()
-    lock = out / ".dump_data.trend.db.lock"
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [("directory", "Is a directory"), ("dangling link", "a symbolic link"), ("link", "a symbolic link")],
+)
+def test_what_cannot_be_the_lock_stops_the_output_and_is_left_as_it_is(tmp_path, kind, reason):
+    """Without its lock another process could write the output at the same time: no lock, no output."""
+    lock = tmp_path / ".dump_data.trend.db.lock"
+    target = tmp_path / "target"
     if kind == "directory":
         lock.mkdir()
-    elif kind == "dangling link":
-        lock.symlink_to(tmp_path / "nowhere")
-    with writing([out / "dump_data.trend.db"]), writing([out / "dump_data.trend.db"]):
+    else:
+        if kind == "link":
+            target.write_text("theirs\n")
+        lock.symlink_to(target)
+    with pytest.raises(OutputError) as raised, writing([tmp_path / "dump_data.trend.db"]):
         pass
-    found = {"directory": lock.is_dir(), "dangling link": lock.is_symlink(), "missing directory": not out.exists()}
-    assert found[kind]
-    assert not (tmp_path / "nowhere").exists()
+    assert str(raised.value) == (
+        f"{lock}: cannot use it as the lock of the output ({reason}); it is trendconv's name for that lock: move it "
+        f"away (`mv '{lock}' '{lock}.bak'`)"
+    )
+    assert lock.is_dir() if kind == "directory" else lock.is_symlink()
+    assert target.read_text() == "theirs\n" if kind == "link" else not target.exists()
+
+
+def test_a_missing_directory_is_not_locked_and_not_made(tmp_path):
+    """The database's own write says what is wrong with the directory."""
+    with writing([tmp_path / "out" / "dump_data.trend.db"]), writing([tmp_path / "out" / "dump_data.trend.db"]):
+        pass
+    assert list(tmp_path.iterdir()) == []

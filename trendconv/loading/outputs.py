@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from trendconv.errors import UsageError
+from trendconv.errors import OutputError, UsageError, os_reason
 from trendconv.loading.split import DB_SUFFIX
 
 
@@ -56,14 +56,16 @@ def _locked(output: Path) -> Iterator[None]:
 
 
 def _lock(path: Path, output: Path) -> int | None:
-    """PATH's lock held: its descriptor; None when no file can be made there (then no database can either, and
-    the write that follows says why). A lock taken on a file that its holder removed meanwhile is no lock: then
-    again."""
+    """PATH's lock held: its descriptor; None when PATH's directory is not there (then no database can be made
+    either, and the write that follows says why). A lock taken on a file that its holder removed meanwhile is no
+    lock: then again."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except OSError:
+        except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise _unusable(path, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -75,6 +77,17 @@ def _lock(path: Path, output: Path) -> int | None:
         if _same_file(fd, path):
             return fd
         os.close(fd)
+
+
+def _unusable(path: Path, exc: OSError) -> OutputError:
+    """Without its lock, another process could write the output at the same time: no lock, no output."""
+    if not os.path.lexists(path):  # the directory cannot be written to
+        return OutputError(f"{path.parent}: cannot write: {os_reason(exc, path)}")
+    what = "a symbolic link" if path.is_symlink() else os_reason(exc, path)
+    return OutputError(
+        f"{path}: cannot use it as the lock of the output ({what}); it is trendconv's name for that lock: move it "
+        f"away (`mv '{path}' '{path}.bak'`)"
+    )
 
 
 def _same_file(fd: int, path: Path) -> bool:
