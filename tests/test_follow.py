@@ -304,25 +304,72 @@ def test_a_second_writer_of_a_followed_output_is_refused(tmp_path, dump_full):
     assert mark(db) == 0
 
 
-@pytest.mark.parametrize("fmt", ["auto", "dump"])
+@pytest.mark.parametrize("fmt", ["auto", "dump", "both"])
 def test_data_that_goes_away_is_waited_for(tmp_path, dump_full, fmt):
+    """One warning each time DATA goes, whatever the formats followed; the follower goes on when it is back."""
     data, out = tmp_path / "data", tmp_path / "out"
     data.mkdir()
     db = out / "dump_data.trend.db"
     write_step(dump_full, data, 0)
-    follower = Follower(tmp_path, data, out, "--format", fmt)
+    if fmt == "both":
+        generate_monitor(data, ranks=1, steps=1, layers=1)
+    follower = Follower(tmp_path, data, out, "--format", "dump" if fmt == "dump" else "auto")
     wait_for(lambda: mark(db) == 1, follower)
-    data.rename(tmp_path / "away")
+    gone = f"warning: {data}: DATA is gone; the databases stay as they are, and the follower waits for it"
+    for times in (1, 2):
+        data.rename(tmp_path / "away")
+        wait_for(lambda times=times: follower.stderr.splitlines().count(gone) == times, follower)
+        (tmp_path / "away").rename(data)
+        write_step(dump_full, data, times)
+        wait_for(lambda times=times: mark(db) == times + 1, follower)
+    assert follower.stop() == 0
+    dump_line = f"{db}: stopped following with 6 file sets in; 2 batches appended ({rows(db) * 2 // 3:,} rows)"
+    assert follower.stdout.splitlines()[0] == dump_line
+    assert follower.stderr.splitlines().count(gone) == 2
+
+
+def test_data_gone_before_any_data_appeared(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    follower = Follower(tmp_path, data, tmp_path / "out")
+    time.sleep(0.5)
+    data.rmdir()
     gone = f"warning: {data}: DATA is gone; the databases stay as they are, and the follower waits for it"
     wait_for(lambda: gone in follower.stderr.splitlines(), follower)
-    (tmp_path / "away").rename(data)
+    assert follower.stop() == 0
+    assert (
+        follower.stdout == f"{data}: stopped following with nothing converted: no dump or monitor data appeared in it\n"
+    )
+
+
+def test_a_format_whose_output_another_process_writes_is_left_and_the_rest_followed(tmp_path, dump_full):
+    """With --format auto, monitor data that appears while another follower writes the monitor output: a warning,
+    and the dump data is still followed (the first format found is refused outright, as any command)."""
+    data, other_data, out = tmp_path / "data", tmp_path / "other", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    generate_monitor(other_data, ranks=1, steps=1, layers=1)
+    (tmp_path / "second").mkdir()
+    write_step(dump_full, data, 0)
+    follower = Follower(tmp_path, data, out)
+    wait_for(lambda: mark(db) == 1, follower)
+    other = Follower(tmp_path / "second", other_data, out, "--work", tmp_path / "work2", "--format", "monitor")
+    wait_for(lambda: mark(out / "monitor_data.trend.db") == 1, other)
+    generate_monitor(data, ranks=1, steps=1, layers=1)
+    refused = (
+        f"warning: {out}/monitor_data.trend.db: another trendconv process is writing this output (a follower, or a "
+        "run with another WORK); wait until it stops, or choose another --db or --name; its monitor data is not "
+        "followed"
+    )
+    wait_for(lambda: refused in follower.stderr.splitlines(), follower)
     write_step(dump_full, data, 1)
     wait_for(lambda: mark(db) == 2, follower)
     assert follower.stop() == 0
+    assert other.stop() == 0
     assert (
         follower.stdout == f"{db}: stopped following with 4 file sets in; 1 batch appended ({rows(db) // 2:,} rows)\n"
     )
-    assert follower.stderr.splitlines().count(gone) == 1
+    assert follower.stderr.splitlines().count(refused) == 1
 
 
 def test_a_follower_that_finds_nothing_says_so(tmp_path, dump_full):

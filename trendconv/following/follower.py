@@ -135,8 +135,7 @@ class Follower:
         """Every unit in DATA now, by shard name, in processing order; none while DATA has none yet, or is gone
         (the databases stay as they are)."""
         try:
-            if not is_dir(self.data):
-                self._warn(f"{self.data}: DATA is gone; the databases stay as they are, and the follower waits for it")
+            if not is_dir(self.data):  # gone since the loop looked (trendconv.following.loop says so)
                 return {}
             scanned, found = plan(self.data, self.work, self.options, self.fmt)
         except DataError:

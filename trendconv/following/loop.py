@@ -15,8 +15,9 @@ from trendconv.errors import DataError, UsageError
 from trendconv.following.follower import Follower
 from trendconv.following.summary import FollowSummary
 from trendconv.formats import Format
+from trendconv.loading.outputs import OutputInUse
 from trendconv.options import ParseOptions
-from trendconv.scan import check_data
+from trendconv.scan import check_data, is_dir
 
 
 def follow(
@@ -34,14 +35,28 @@ def follow(
     on_batch, on_warning). One summary per format followed, in registry order."""
     check_data(data)
     followers: dict[Format, Follower] = {}
+    refused: set[Format] = set()  # found later, while another process writes its output
+    gone = [False]  # DATA is gone, and the warning said so
+    warn = kwargs.get("on_warning") or (lambda warning: None)
 
     def looked() -> bool:
         """One look for every format; whether anything happened."""
+        if not is_dir(data):
+            if not gone[0]:
+                warn(f"{data}: DATA is gone; the databases stay as they are, and the follower waits for it")
+            gone[0] = True
+            return False
+        gone[0] = False
         busy = False
         for fmt in _formats(data, input_format, followers):
+            if fmt in refused:
+                continue
             if fmt not in followers:
-                followers[fmt] = Follower(fmt, data, out_dir, work, options, settle=poll, **kwargs)
-                followers[fmt].start()
+                follower = _started(Follower(fmt, data, out_dir, work, options, settle=poll, **kwargs), followers)
+                if follower is None:
+                    refused.add(fmt)
+                    continue
+                followers[fmt] = follower
                 busy = True
             busy |= followers[fmt].poll()
         return busy
@@ -56,6 +71,23 @@ def follow(
                 follower.close()
     order = formats.names()
     return [followers[fmt].summary for fmt in sorted(followers, key=lambda fmt: order.index(fmt.name))]
+
+
+def _started(follower: Follower, followers: dict[Format, Follower]) -> Follower | None:
+    """FOLLOWER started; or, when another process writes its output and FOLLOWERS already follow other formats,
+    None, and a warning says so (with none yet, the command is refused)."""
+    try:
+        follower.start()
+    except OutputInUse as exc:
+        follower.close()
+        if not followers:
+            raise
+        follower.on_warning(f"{exc}; its {follower.fmt.name} data is not followed")
+        return None
+    except BaseException:
+        follower.close()
+        raise
+    return follower
 
 
 def _watch(looked, poll: float, stop_after_idle: float | None) -> None:

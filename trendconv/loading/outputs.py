@@ -32,6 +32,10 @@ def record_path(out_dir: Path, stem: str) -> Path:
     return out_dir / f".{stem}.files.json"
 
 
+class OutputInUse(UsageError):
+    """Another process holds the output's lock."""
+
+
 @contextlib.contextmanager
 def writing(outputs: Iterable[Path]) -> Iterator[None]:
     """The OUTPUTS (each OUT_DIR/<name>, a database's unsplit path) written by this process alone; another that
@@ -70,7 +74,7 @@ def _lock(path: Path, output: Path) -> int | None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise UsageError(
+            raise OutputInUse(
                 f"{output}: another trendconv process is writing this output (a follower, or a run with another "
                 "WORK); wait until it stops, or choose another `out` or `name`"
             ) from None
