@@ -246,6 +246,30 @@ def test_a_reader_that_holds_the_database_makes_a_batch_wait_and_ctrl_c_stops_wi
     assert diff_ids(batch_db(dump_full, tmp_path / "batch"), db).stdout == "logically identical\n"
 
 
+def test_stopped_while_a_reader_holds_a_renamed_file_the_output_record_knows_its_name(tmp_path, dump_full):
+    """A file of a split renamed as its steps grew, then its append held up by a reader and Ctrl-C: the output's
+    record names the file by its new name, so a later `run` replaces it as its own, without a warning."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    db = out / "dump_data.trend.db"
+    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    write_step(dump_full, data, 0)
+    write_rank(dump_full, data, 1, 0)
+    wait_for(lambda: mark(db) == 1, follower)
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM trend_data").fetchone()
+    write_rank(dump_full, data, 1, 1)  # appended to the first file, renamed as step 2 starts the next one
+    write_step(dump_full, data, 2)
+    wait_for(lambda: "waiting for a reader" in follower.stderr, follower)
+    assert follower.stop() == 0
+    reader.close()
+    assert databases(out) == ["dump_data.steps-000000-000001.trend.db"]
+    again = run_cli("run", dump_full, "--db", out, "--work", tmp_path / "work2", "-q")
+    assert (again.returncode, again.stderr) == (0, "")
+    assert databases(out) == ["dump_data.trend.db"]
+
+
 def test_a_file_set_that_does_not_parse_waits_and_the_summary_names_its_file(tmp_path, dump_full):
     """The warning and the stop summary name the source file (not a shard); the file set, written again whole,
     goes in when the same command runs again."""

@@ -25,7 +25,7 @@ from trendconv.following.rebuild import rebuild
 from trendconv.following.summary import Batch, FollowSummary
 from trendconv.formats import Format
 from trendconv.formats.contract import Refused
-from trendconv.loading.outputs import family, replace_set, writing
+from trendconv.loading.outputs import family, renamed, replace_set, writing
 from trendconv.loading.split import Part, Split, db_stem, partition
 from trendconv.options import ParseOptions
 from trendconv.parsing.manifest import start_parse, write_manifest
@@ -313,6 +313,7 @@ class Follower:
             os.replace(was, target)
         except OSError as exc:
             raise OutputError(f"{was}: cannot rename it to {name}: {os_reason(exc)}") from None
+        renamed(self.out_dir, self.stem, was.name, name)
         del self.files[was.name]
         self.stale.pop(name, None)  # a file there that no record described: replaced, as `trendconv run` would
         held.path = held.appender.final = target

@@ -123,6 +123,15 @@ def replace_set(out_dir: Path, stem: str, names: list[str]) -> list[str]:
     return warnings
 
 
+def renamed(out_dir: Path, stem: str, was: str, name: str) -> None:
+    """A recorded file of STEM's output was renamed WAS -> NAME (a follower's, docs/live.md §7): recorded so, so
+    that an output stopped before its next record still knows the file as its own."""
+    files = _read_record(record_path(out_dir, stem))
+    if was in files:
+        files[name] = files.pop(was)
+        _write_files(out_dir, stem, files)
+
+
 def family(out_dir: Path, stem: str) -> list[Path]:
     """The files of OUT_DIR an output named STEM may have written: STEM itself and its split parts."""
     base = re.escape(stem.removesuffix(DB_SUFFIX))
@@ -155,8 +164,12 @@ def _read_record(path: Path) -> dict:
 
 
 def _write_record(out_dir: Path, stem: str, names: list[str]) -> None:
+    _write_files(out_dir, stem, {name: _identity(out_dir / name) for name in names})
+
+
+def _write_files(out_dir: Path, stem: str, files: dict) -> None:
     path = record_path(out_dir, stem)
-    document = {"files": {name: _identity(out_dir / name) for name in names}}
+    document = {"files": files}
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
