@@ -270,14 +270,15 @@ def test_stopped_while_a_reader_holds_a_renamed_file_the_output_record_knows_its
     assert databases(out) == ["dump_data.trend.db"]
 
 
-def test_a_file_set_that_does_not_parse_waits_and_the_summary_names_its_file(tmp_path, dump_full):
-    """The warning and the stop summary name the source file (not a shard); the file set, written again whole,
-    goes in when the same command runs again."""
+@pytest.mark.parametrize("name", ["dump.json", "construct.json"])
+def test_a_file_set_that_does_not_parse_waits_and_the_summary_names_its_file(tmp_path, dump_full, name):
+    """The warning and the stop summary name the file that does not parse (not a shard, not another file of the
+    set); the file set, written again whole, goes in when the same command runs again."""
     data, out = tmp_path / "data", tmp_path / "out"
     data.mkdir()
     db = out / "dump_data.trend.db"
     write_step(dump_full, data, 0)
-    broken = data / "step0" / "rank0" / "dump.json"
+    broken = data / "step0" / "rank0" / name
     broken.write_bytes(broken.read_bytes()[:300])
     refused = run_cli("run", data, "--db", tmp_path / "refused", "-q")
     assert refused.returncode == 1
@@ -287,12 +288,12 @@ def test_a_file_set_that_does_not_parse_waits_and_the_summary_names_its_file(tmp
     assert follower.stop() == 0
     assert follower.stdout == (
         f"{db}: stopped following with 1 file set in; 0 batches appended (0 rows)\n"
-        f"  not converted (files that do not parse): {broken}, step 0, rank 0\n"
+        f"  not converted (files that do not parse): {broken}\n"
     )
     reason = refused.stderr.removeprefix("error: ").rstrip()
     warning = f"warning: {reason}; not converted, waiting for its files to change"
     assert follower.stderr.splitlines().count(warning) == 1
-    shutil.copy(dump_full / "step0" / "rank0" / "dump.json", broken)
+    shutil.copy(dump_full / "step0" / "rank0" / name, broken)
     again = Follower(tmp_path, data, out, "--stop-after-idle", "1")
     assert again.process.wait(WAIT) == 0, again.stderr
     assert again.stdout == (

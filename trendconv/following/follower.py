@@ -254,10 +254,20 @@ class Follower:
             found.append(shards.Shard(task.shard_path, meta))
         elif isinstance(error, TrendconvError):
             self.held[name] = self.seen[name][0]
-            self.held_at[name] = (self.fmt.order(task.unit), self.fmt.place(task.unit))
+            self.held_at[name] = (self.fmt.order(task.unit), self._failed_place(task, error))
             self._warn(f"{error}; not converted, waiting for its files to change")
         else:
             raise internal_error(error, f"parsing {self.fmt.place(task.unit)}")
+
+    def _failed_place(self, task: ParseTask, error: TrendconvError) -> str:
+        """Where ERROR is, as it names it (`file, step S, rank R: ...`) when that is one of the unit's files (a
+        file set's construct.json, say); else the unit's place."""
+        text = str(error)
+        for _, path in self.fmt.sources(task.unit, task.options):
+            rest = text.removeprefix(str(path))
+            if rest != text and rest[:1] in (":", ",") and ": " in rest:
+                return text[: len(text) - len(rest) + rest.index(": ")]
+        return self.fmt.place(task.unit)
 
     def _append(self, held: Held, fresh: list[shards.Shard], carry) -> str | None:
         """FRESH appended to HELD in one transaction; else why not (the database is then rebuilt)."""
