@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import invoke, make_data
+from helpers import invoke, make_data, run_cli
 
 import trendconv
 from trendconv import api
@@ -544,3 +544,18 @@ def test_command_line_and_python_api_take_sets(runs):
     )  # fmt: skip
     with pytest.raises(trendconv.UsageError):
         trendconv.diff(directory, whole, ids=True)
+
+
+def test_a_damaged_database_is_one_line(tmp_path):
+    """The read of the good side, left unfinished, is closed without a second error (printed as 'Exception
+    ignored in ...' by Python, once a traceback)."""
+    good = trendconv.convert(make_data(tmp_path, steps=4, ranks=2), tmp_path / "out")[0].load.db
+    damaged = tmp_path / "damaged.db"
+    content = bytearray(good.read_bytes())
+    page = 4096
+    for start in range(2 * page, len(content), page):
+        content[start + 100 : start + 400] = b"\xab" * 300
+    damaged.write_bytes(bytes(content))
+    result = run_cli("diff", good, damaged)  # a process of its own: what Python prints at its end is seen
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"error: cannot read {damaged}: database disk image is malformed\n"
