@@ -60,15 +60,15 @@ def _locked(output: Path) -> Iterator[None]:
 
 
 def _lock(path: Path, output: Path) -> int | None:
-    """PATH's lock held: its descriptor; None when PATH's directory is not there (then no database can be made
+    """PATH's lock held: its descriptor; None when no file can be made at PATH (then no database can be made
     either, and the write that follows says why). A lock taken on a file that its holder removed meanwhile is no
     lock: then again."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except FileNotFoundError:
-            return None
         except OSError as exc:
+            if not os.path.lexists(path):  # no file can be made there: no database either, and its write says why
+                return None
             raise _unusable(path, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -84,9 +84,8 @@ def _lock(path: Path, output: Path) -> int | None:
 
 
 def _unusable(path: Path, exc: OSError) -> OutputError:
-    """Without its lock, another process could write the output at the same time: no lock, no output."""
-    if not os.path.lexists(path):  # the directory cannot be written to
-        return OutputError(f"{path.parent}: cannot write: {os_reason(exc, path)}")
+    """Something at PATH that cannot be the lock: without it, another process could write the output at the same
+    time, so no lock, no output."""
     what = "a symbolic link" if path.is_symlink() else os_reason(exc, path)
     return OutputError(
         f"{path}: cannot use it as the lock of the output ({what}); it is trendconv's name for that lock: move it "
