@@ -15,7 +15,7 @@ from helpers import RUN
 
 from datagen.monitor import generate
 from trendconv.errors import DataError
-from trendconv.formats.monitor import regular, rules
+from trendconv.formats.monitor import regular, rules, shard
 from trendconv.formats.monitor.parse import MonitorRows, parse_csv_file
 from trendconv.formats.monitor.scan import CsvFile, scan_monitor
 from trendconv.options import ParseOptions
@@ -161,3 +161,44 @@ def test_the_c_part_refuses_bad_column_indexes():
     with pytest.raises(ValueError) as error:
         regular._cells.rows(b"a,b\n1,2\n", 4, 2, 2, (), ())
     assert str(error.value) == "width, name or start out of range"
+
+
+def table_values(table) -> dict:
+    """A chunk table as exact values: dictionary columns decoded (each path encodes them its own way), floats as
+    their bits."""
+    found = {}
+    for field, column in zip(table.schema, table.columns):
+        cells = column.to_pylist()
+        if field.type == "double":
+            cells = [None if cell is None else struct.pack("<d", cell) for cell in cells]
+        found[field.name] = (str(field.type), cells)
+    return found
+
+
+def chunk_outcome(files: list[CsvFile], options: ParseOptions) -> tuple[dict, list[dict]]:
+    parts = [shard.rows_of(found, options) for found in files]
+    return table_values(shard.table_of([rows for rows, _ in parts])), [meta for _, meta in parts]
+
+
+def test_a_chunk_of_regular_and_other_files_is_the_table_of_the_general_path(tmp_path, monkeypatch):
+    """The regular files of a chunk are joined from the C reader's buffers; the table and every file's meta must be
+    those of the general path, whatever mix of files, metrics, ranks and stat columns the chunk holds."""
+    contents = [REGULAR[case] for case in sorted(REGULAR)] + [GENERAL[case] for case in sorted(GENERAL)]
+    files = []
+    for index, content in enumerate(contents * 2):
+        metric = ("actv", "grad_reduced", "param_origin")[index % 3]
+        found = csv_file(tmp_path, content.encode(), f"{metric}_{index}-{index}.csv")
+        found = CsvFile(index % 2, found.run_dir, found.name, metric, found.data)
+        try:
+            parse_csv_file(found, ParseOptions())
+        except DataError:
+            continue  # a file that does not parse ends its chunk: tested with the parse stage
+        files.append(found)
+    options = ParseOptions(mapping=(("n", "renamed"),))
+    fast = chunk_outcome(files, options)
+    with monkeypatch.context() as patch:
+        patch.setattr(regular, "_cells", None)
+        general = chunk_outcome(files, options)
+    assert fast == general
+    assert len(files) == 2 * (len(REGULAR) + len(GENERAL) - 1)  # all but the long row
+    assert sum(isinstance(shard.rows_of(found, options)[0], shard.Regular) for found in files) == 2 * len(REGULAR)

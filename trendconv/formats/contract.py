@@ -179,9 +179,18 @@ class Format(ABC):
     # ---- parse (in worker processes)
 
     @abstractmethod
-    def parse(self, unit: Unit, options: ParseOptions) -> tuple[pa.Table, dict]:
+    def parse(self, unit: Unit, options: ParseOptions) -> tuple[Any, dict]:
         """The unit's shard rows, and its part of the shard's meta, with at least `rows`, `rows_per_metric` and
-        `skipped` (reason -> count)."""
+        `skipped` (reason -> count). The rows are an Arrow table, or any form of the format's own that `table`
+        takes."""
+
+    def table(self, parts: list) -> pa.Table:
+        """The rows of units (what `parse` gave for each, in order) as one table: a unit's shard, or the shards of
+        a chunk file. A chunked format of many small units joins them here at less cost than a table per unit;
+        units that differ in their columns give their union, the cells a unit lacks null."""
+        import pyarrow as pa
+
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
 
     # ---- shards, read back
 

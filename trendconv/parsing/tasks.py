@@ -6,16 +6,12 @@ import functools
 import gc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from trendconv import __version__, shards
 from trendconv.errors import TrendconvError, internal_error
 from trendconv.faults import fault_point
 from trendconv.formats import Format
 from trendconv.options import ParseOptions
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -79,17 +75,17 @@ def parse_task(task: ParseTask) -> dict:
 
 
 def _parse_task(task: ParseTask) -> dict:
-    table, meta = _rows_of(task)
+    rows, meta = _rows_of(task)
     fault_point("parse-before-write")
-    shards.write_shard(task.shard_path, table, meta)
+    shards.write_shard(task.shard_path, task.format.table([rows]), meta)
     fault_point("parse-shard")
     return meta
 
 
-def _rows_of(task: ParseTask) -> tuple[pa.Table, dict]:
-    """The unit's rows and the whole meta of its shard."""
+def _rows_of(task: ParseTask) -> tuple[object, dict]:
+    """The unit's rows (as its format's `parse` gives them) and the whole meta of its shard."""
     sources = source_stats(task)
-    table, meta_of_rows = task.format.parse(task.unit, task.options)
+    rows, meta_of_rows = task.format.parse(task.unit, task.options)
     meta = {
         "shard_format": shards.SHARD_FORMAT,
         "trendconv_version": __version__,
@@ -98,7 +94,7 @@ def _rows_of(task: ParseTask) -> tuple[pa.Table, dict]:
         "sources": sources,
         **meta_of_rows,
     }
-    return table, meta
+    return rows, meta
 
 
 @dataclass(frozen=True)
@@ -120,7 +116,9 @@ def parse_together(job: ChunkJob) -> list[tuple[ParseTask, dict | None, BaseExce
         results = []
         if parsed:
             fault_point("parse-before-write")
-            metas = shards.write_chunk(job.path, [rows for _, rows in parsed])
+            parts = [rows for _, rows in parsed]
+            table = job.tasks[0].format.table([rows for rows, _ in parts])
+            metas = shards.write_chunk(job.path, table, [meta for _, meta in parts])
             fault_point("parse-shard")
             results = [(task, meta, None) for (task, _), meta in zip(parsed, metas)]
         return results + ([failure] if failure else [])

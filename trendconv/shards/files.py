@@ -184,15 +184,15 @@ def chunk_path(directory: Path, name: str) -> Path:
     return directory / CHUNK_DIR / name
 
 
-def write_chunk(path: Path, parts: list[tuple[pa.Table, dict]]) -> list[dict]:
-    """The rows and metas of many units as one shard file, rows in the order of PARTS; the metas of the units as
-    `read_chunk` gives them (each with its chunk and first row)."""
+def write_chunk(path: Path, table: pa.Table, metas: list[dict]) -> list[dict]:
+    """The rows of many units (TABLE, in the order of METAS, each unit's `rows` of them) as one shard file; the
+    metas of the units as `read_chunk` gives them (each with its chunk and first row)."""
     units, start = [], 0
-    for table, meta in parts:
+    for meta in metas:
         units.append({**meta, "row_start": start})
-        start += table.num_rows
-    # Units differ in their columns (a monitor file's stats): the chunk has their union, missing cells null.
-    table = pa.concat_tables([table for table, _ in parts], promote_options="default")
+        start += meta["rows"]
+    if start != table.num_rows:
+        raise AssertionError(f"{path}: {table.num_rows} rows for units of {start}")
     document = {"chunk_format": CHUNK_FORMAT, "chunk": _chunk_name(path), "units": units}
     write_shard(path, table, document)
     return [_located(unit, path) for unit in units]

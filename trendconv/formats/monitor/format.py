@@ -72,9 +72,14 @@ class MonitorFormat(Format):
         return unit.identity
 
     def parse(self, unit: CsvFile, options: ParseOptions):
-        from trendconv.formats.monitor.shard import shard_of
+        from trendconv.formats.monitor.shard import rows_of
 
-        return shard_of(unit, options)
+        return rows_of(unit, options)
+
+    def table(self, parts: list):
+        from trendconv.formats.monitor.shard import table_of
+
+        return table_of(parts)
 
     def meta_fields(self) -> dict:
         from trendconv.formats.monitor.meta import FIELDS

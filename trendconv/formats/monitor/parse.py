@@ -59,8 +59,13 @@ def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
     regular = regular_columns(raw)
     if regular is not None:
         header, kept = regular
-        kept["target_name"] = _mapped(kept["target_name"], options.mapping)
+        kept["target_name"] = mapped(kept["target_name"], options.mapping)
         return MonitorRows(kept, rules.stats_of(header), "micro_step" in header)
+    return parse_general(raw, csv_file, options)
+
+
+def parse_general(raw: bytes, csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
+    """The rows of RAW, any CSV file, by pyarrow's reader and the cell rules."""
     header, cells = cells_of(raw, csv_file.path)
     stats = rules.stats_of(header)
     columns = {name: cells[header.index(name)] for name in dict.fromkeys(header)}
@@ -81,7 +86,7 @@ def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
     kept = {**keys, **values}
     if valid is not None:
         kept = {name: column.filter(valid) for name, column in kept.items()}
-    kept["target_name"] = _mapped(kept["target_name"], options.mapping)
+    kept["target_name"] = mapped(kept["target_name"], options.mapping)
     return MonitorRows(kept, stats, "micro_step" in columns, skipped)
 
 
@@ -114,7 +119,7 @@ def _valid_rows(keys: dict[str, pa.Array], skipped: Counter) -> pa.Array | None:
     return valid
 
 
-def _mapped(names: pa.Array, mapping: tuple[tuple[str, str], ...]) -> pa.Array:
+def mapped(names: pa.Array, mapping: tuple[tuple[str, str], ...]) -> pa.Array:
     if not mapping:
         return names
     encoded = names.dictionary_encode()

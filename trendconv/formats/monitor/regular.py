@@ -9,11 +9,12 @@ turned off (TRENDCONV_PURE=1), takes the general path: pyarrow's reader and the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 
 from trendconv import native
 from trendconv.formats.monitor import rules
-from trendconv.formats.monitor.arrays import constant
 
 _cells = native.extension(native.CELLS)
 
@@ -25,9 +26,20 @@ def available() -> bool:
     return _cells is not None
 
 
-def regular_columns(raw: bytes) -> tuple[list[str], dict[str, pa.Array]] | None:
-    """The header and the columns parse_csv_file makes of a regular file (target_name as read, vpp_stage, step
-    and micro_step as int64, the stats as float64); None for any other file, or without the C part."""
+@dataclass(frozen=True)
+class Buffers:
+    """A regular file's rows as the C part reads them: the names as an Arrow string column, every key and stat
+    column as the bytes of its int64 or float64 values."""
+
+    header: list[str]
+    count: int
+    names: pa.Array
+    keys: dict[str, bytes]  # vpp_stage, step and micro_step; an absent step or micro_step column is 0 in every row
+    values: dict[str, bytes]  # the stats, in rules.stats_of order
+
+
+def regular_buffers(raw: bytes) -> Buffers | None:
+    """The rows of RAW when it is a regular file; None for any other file, or without the C part."""
     if _cells is None or not raw.isascii() and not _utf8(raw):
         return None
     header, start = _header(raw)
@@ -41,14 +53,27 @@ def regular_columns(raw: bytes) -> tuple[list[str], dict[str, pa.Array]] | None:
     count, offsets, names, integers, numbers = found
     if not _text_names(offsets, names):
         return None
-    target_names = pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(names)])
-    columns = {"target_name": target_names}
-    columns.update(_typed(keys, integers, pa.int64(), count))
-    for key in _KEYS[1:]:
-        if key not in columns:  # an absent step or micro_step column means 0 for every row
-            columns[key] = constant(0, pa.int64(), count)
-    columns.update(_typed(stats, numbers, pa.float64(), count))
-    return header, columns
+    read = dict(zip(keys, integers))
+    zeros = bytes(8 * count)
+    return Buffers(
+        header,
+        count,
+        pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(names)]),
+        {key: read.get(key, zeros) for key in _KEYS},
+        dict(zip(stats, numbers)),
+    )
+
+
+def regular_columns(raw: bytes) -> tuple[list[str], dict[str, pa.Array]] | None:
+    """The header and the columns parse_csv_file makes of a regular file (target_name as read, vpp_stage, step
+    and micro_step as int64, the stats as float64); None for any other file, or without the C part."""
+    found = regular_buffers(raw)
+    if found is None:
+        return None
+    columns = {"target_name": found.names}
+    columns.update(typed(found.keys, pa.int64(), found.count))
+    columns.update(typed(found.values, pa.float64(), found.count))
+    return found.header, columns
 
 
 def _utf8(raw: bytes) -> bool:
@@ -82,7 +107,6 @@ def _text_names(offsets: bytes, names: bytes) -> bool:
     return not rules.looks_typed(first)
 
 
-def _typed(names: list[str], buffers: list[bytes], kind: pa.DataType, count: int) -> dict[str, pa.Array]:
-    return {
-        name: pa.Array.from_buffers(kind, count, [None, pa.py_buffer(buffer)]) for name, buffer in zip(names, buffers)
-    }
+def typed(buffers: dict[str, bytes], kind: pa.DataType, count: int) -> dict[str, pa.Array]:
+    """Each of BUFFERS as an Arrow column of KIND."""
+    return {name: pa.Array.from_buffers(kind, count, [None, pa.py_buffer(buffer)]) for name, buffer in buffers.items()}
