@@ -319,8 +319,12 @@ def test_scan_sorts_and_reports_what_it_leaves_out(tmp_path):
     (data / RUN / "sub").mkdir()
     (data / "anomaly_detected").mkdir()
     (data / "module_struct" / "rank0").mkdir(parents=True)
+    (data / RUN / "actv_10-10.csv").write_text("vpp_stage,name,step,norm\n0,w,10,1.5\n")
     result = scan_monitor(data)
     assert [csv_file.name for csv_file in result.files] == ["actv_2-2.csv", "actv_10-10.csv"]
+    # the sizes the parse stage plans by, as the scan saw them: no second look at each file
+    assert [FORMATS["monitor"].size(csv_file) for csv_file in result.files] == [25, 36]
+    assert [csv_file.path for csv_file in result.files] == [data / RUN / "actv_2-2.csv", data / RUN / "actv_10-10.csv"]
     assert dict(result.skipped_files) == {
         "L2 feature file (*_hook_*.csv)": 1,
         "not a metric CSV file": 1,

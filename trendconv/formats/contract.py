@@ -155,6 +155,11 @@ class Format(ABC):
         """The files a unit's shard is made from, as (path relative to DATA, path): their sizes and times decide
         whether a shard is reused."""
 
+    def size(self, unit: Unit) -> int | None:
+        """The unit's input in bytes where the scan saw it (the parse stage plans its pool and its task groups by
+        it), or None: the stage then looks at `sources`. Many small units make a second look cost."""
+        return None
+
     @abstractmethod
     def shard_name(self, unit: Unit) -> str:
         """The unit's shard, relative to the format's shard directory (`step0_rank1.parquet`)."""

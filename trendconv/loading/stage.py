@@ -15,7 +15,7 @@ from trendconv.formats import Builder, Format
 from trendconv.loading.build import add_shards, stage_shards
 from trendconv.loading.outputs import replace_set
 from trendconv.loading.parts import build_parts, check_size, combined, jobs_of
-from trendconv.loading.records import Metas, Packed, ShardList, packed
+from trendconv.loading.records import Metas, Packed, ShardList, packed, unpacked
 from trendconv.loading.split import Part, Partitioner, Split, db_stem, partition
 from trendconv.summaries import LoadSummary
 
@@ -118,10 +118,15 @@ class Feeder:
         self.order = [task.shard_path for task in sorted(tasks, key=lambda task: task.order)]
 
     def shard_ready(self, task, meta: dict) -> None:
-        self.ready[task.shard_path] = packed(shards.Shard(task.shard_path, meta))
+        shard = shards.Shard(task.shard_path, meta)
+        # The next in order is taken at once (a chunk's units come in order); the others wait packed.
+        self.ready[shard.path] = shard if self._next_is(shard.path) else packed(shard)
         # For a format that is not streamed too: the shards then wait in `done`, in compressed blocks, rather than
         # each packed on its own (~700 bytes a monitor file).
         self._take()
+
+    def _next_is(self, path: Path) -> bool:
+        return self.next < len(self.order) and self.order[self.next] == path
 
     def abort(self) -> None:
         if self.builder is not None:
@@ -161,7 +166,7 @@ class Feeder:
         started = time.perf_counter()
         while self.next < len(self.order) and self.order[self.next] in self.ready:
             path = self.order[self.next]
-            shard = shards.Shard(path, self.ready.pop(path).meta)
+            shard = unpacked(self.ready.pop(path))
             self.done.append(shard)
             self.next += 1
             if self.fmt.streams:

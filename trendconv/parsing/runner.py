@@ -102,6 +102,9 @@ def _taken(summary: ParseSummary, located: dict, task: ParseTask, meta: dict, on
 
 def _size(task: ParseTask) -> int:
     """The task's input in bytes: with little input to parse, one process is faster than a pool."""
+    known = task.format.size(task.unit)
+    if known is not None:
+        return known
     return sum(source["size"] or 0 for source in source_stats(task))
 
 
@@ -123,7 +126,10 @@ def _results(
         for outcome in outcomes:
             if outcome.error is not None:
                 raise _task_failure(outcome.task, outcome.error)
-            for task, meta, error in outcome.value:
+            results = outcome.value
+            if held is not None:  # a job's results come without their tasks, in the order of its tasks
+                results = [(task, *result) for task, result in zip(outcome.task.tasks, results)]
+            for task, meta, error in results:
                 if error is not None:
                     raise _task_failure(task, error)
                 yield task, meta

@@ -23,11 +23,14 @@ class ParseTask:
 
     @functools.cached_property  # asked for several times per task, thousands of tasks a second
     def shard_path(self) -> Path:
-        return shards.shard_dir(self.part) / self.format.shard_name(self.unit)
+        return _shard_dir(self.part) / self.format.shard_name(self.unit)
 
     @property
     def order(self) -> tuple:
         return self.format.order(self.unit)
+
+
+_shard_dir = functools.lru_cache(maxsize=8)(shards.shard_dir)  # one part of WORK for thousands of tasks
 
 
 def source_stats(task: ParseTask) -> list[dict]:
@@ -105,10 +108,11 @@ class ChunkJob:
     path: Path  # the chunk file to write
 
 
-def parse_together(job: ChunkJob) -> list[tuple[ParseTask, dict | None, BaseException | None]]:
+def parse_together(job: ChunkJob) -> list[tuple[dict | None, BaseException | None]]:
     """Worker entry point: parse the tasks of JOB in order and write the shards of those parsed into one chunk
     file, so that the Parquet write and read are paid once per chunk; the first failure ends the job (the tasks
-    before it are still written)."""
+    before it are still written). A (meta, None) per task written, then (None, error) for a failure: the tasks
+    themselves do not travel back, the caller has them (`job.tasks`, in the same order)."""
     paused = gc.isenabled()
     gc.disable()  # as in parse_task
     try:
@@ -116,24 +120,23 @@ def parse_together(job: ChunkJob) -> list[tuple[ParseTask, dict | None, BaseExce
         results = []
         if parsed:
             fault_point("parse-before-write")
-            parts = [rows for _, rows in parsed]
-            table = job.tasks[0].format.table([rows for rows, _ in parts])
-            metas = shards.write_chunk(job.path, table, [meta for _, meta in parts])
+            table = job.tasks[0].format.table([rows for rows, _ in parsed])
+            metas = shards.write_chunk(job.path, table, [meta for _, meta in parsed])
             fault_point("parse-shard")
-            results = [(task, meta, None) for (task, _), meta in zip(parsed, metas)]
-        return results + ([failure] if failure else [])
+            results = [(meta, None) for meta in metas]
+        return results + ([(None, failure)] if failure else [])
     finally:
         if paused:
             gc.enable()
 
 
-def _parse_all(tasks: tuple[ParseTask, ...]) -> tuple[list, tuple | None]:
+def _parse_all(tasks: tuple[ParseTask, ...]) -> tuple[list, BaseException | None]:
     parsed = []
     for task in tasks:
         try:
-            parsed.append((task, _rows_of(task)))
+            parsed.append(_rows_of(task))
         except TrendconvError as exc:
-            return parsed, (task, None, exc)
+            return parsed, exc
         except Exception as exc:  # noqa: BLE001 - a bug: said so here, where its traceback is
-            return parsed, (task, None, internal_error(exc, f"parsing {task.format.place(task.unit)}"))
+            return parsed, internal_error(exc, f"parsing {task.format.place(task.unit)}")
     return parsed, None

@@ -54,6 +54,9 @@ class MonitorFormat(Format):
     def sources(self, unit: CsvFile, options: ParseOptions) -> list[tuple[str, Path]]:
         return [(unit.relative, unit.path)]
 
+    def size(self, unit: CsvFile) -> int | None:
+        return unit.size
+
     def shard_name(self, unit: CsvFile) -> str:
         return _shard_name(unit.run_dir, unit.name)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trendconv.errors import DataError, plural, require_utf8
 from trendconv.formats.monitor.metrics import METRICS
-from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
+from trendconv.scan.fs import check_data, file_size, is_dir, is_file, list_dir
 from trendconv.selection import EVERYTHING, Selection
 
 HOOK_PREFIXES = ("attention_hook", "linear_hook", "moe_router_weight_hook", "moe_router_logit_hook")
@@ -34,6 +34,7 @@ class CsvFile:
     name: str
     metric: str
     data: Path
+    size: int | None = field(default=None, compare=False, repr=False)  # in bytes, as the scan found it
 
     @functools.cached_property  # asked for several times per file: by the scan, the parse and messages
     def path(self) -> Path:
@@ -43,7 +44,7 @@ class CsvFile:
     def relative(self) -> str:
         return f"{self.run_dir}/{self.name}"
 
-    @property
+    @functools.cached_property  # the scan and the load stage sort by it
     def order(self) -> tuple:
         return order(self.rank, self.run_dir, self.name, self.metric)
 
@@ -157,21 +158,25 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
 
 def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selection) -> list[CsvFile]:
     files = []
-    for name in list_dir(data / run.name):
-        path = data / run.name / name
-        if not is_file(path):
+    run_path = data / run.name
+    for name in list_dir(run_path):
+        path = run_path / name
+        size = file_size(path)
+        if size is None:
             continue
         metric = metric_of(name)
         if metric is None:
             result.skipped_files[_skip_reason(name)] += 1
             continue
         require_utf8(path)
-        csv_file = CsvFile(run.rank, run.name, name, metric, data)
-        if selection.step_range(*step_range(name, metric)):
+        csv_file = CsvFile(run.rank, run.name, name, metric, data, size)
+        csv_file.__dict__["path"] = path  # the cached property, made once: a run may hold 100,000 files
+        steps = step_range(name, metric)
+        if selection.step_range(*steps):
             files.append(csv_file)
         else:
             result.left_out["monitor CSV file"] += 1
-            if selection.steps.meets(*step_range(name, metric)):
+            if selection.steps.meets(*steps):
                 result.partly.append(csv_file)
     return files
 
