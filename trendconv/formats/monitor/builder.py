@@ -6,6 +6,7 @@ batches of about BATCH_ROWS. Ids are dense and given in first-seen order; the fi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Iterable, Iterator
@@ -24,8 +25,8 @@ from trendconv.formats.monitor.shard import schema as schema_of
 from trendconv.formats.monitor.tags import tags_of
 from trendconv.loading import ids, schema
 from trendconv.loading.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
-from trendconv.loading.insert import clean_values, insert_trend
 from trendconv.loading.tags import write_tags
+from trendconv.loading.writer import Writer
 from trendconv.summaries import LoadSummary
 
 _KEY_SEPARATOR = "\x1f"
@@ -41,6 +42,7 @@ class MonitorBuilder:
     `abort`)."""
 
     _run: list | None = None  # [chunk, first row, end]: the rows of consecutive units of one chunk, not yet sliced
+    _writer: Writer | None = None  # inserts the rows on a thread of its own, from the plan on
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True, name: str | None = None, carry: list | None = None):
@@ -83,6 +85,7 @@ class MonitorBuilder:
         self._conn.executemany(schema.INSERT_METRIC, ((metric,) for metric in plan.metrics))
         self._write_global_stats(plan)
         self._conn.execute(schema.trend_data_ddl(plan.columns))
+        self._writer = Writer(self._conn, plan.columns, clean=True)
         return plan
 
     def _write_global_stats(self, plan: MonitorPlan) -> None:
@@ -169,13 +172,11 @@ class MonitorBuilder:
             "step": self._steps(table),
             "target_id": self._target_ids(table, metric_ids),
             "metric_id": metric_ids,
-            **{stat: clean_values(table[stat]) if stat in table.column_names else nulls for stat in self._plan.columns},
+            **{stat: table[stat] if stat in table.column_names else nulls for stat in self._plan.columns},
         }
         # Stable: of rows with the same key, the first in processing order is inserted first and wins.
         rows = pa.table(columns).sort_by([("rank", "ascending"), ("step", "ascending"), ("target_id", "ascending")])
-        inserted = insert_trend(self._conn, rows, self._plan.columns)
-        self.summary.rows += inserted
-        self.summary.duplicates += rows.num_rows - inserted
+        self._writer.put(rows)  # inserted (the values cleaned) while the next batch is made
 
     def _metric_id_column(self, table: pa.Table) -> pa.Array:
         names = pc.cast(table["metric"], pa.string())
@@ -219,6 +220,8 @@ class MonitorBuilder:
             raise DataError("no monitor shards to load")
         started = time.perf_counter()
         self._flush()
+        self._writer.close()
+        self.summary.rows, self.summary.duplicates = self._writer.inserted, self._writer.offered - self._writer.inserted
         targets = [(tid, *_split_key(key)) for key, tid in self._targets.items()]
         self._conn.executemany(schema.INSERT_TARGET, targets)
         self.summary.targets = len(targets)
@@ -236,6 +239,9 @@ class MonitorBuilder:
         write_tags(self._conn, by_metric, names, tags_of, self.summary)
 
     def abort(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(BaseException):  # the failure being handled is the one to report
+                self._writer.close()
         abandon(self._conn, self.tmp)
 
 
