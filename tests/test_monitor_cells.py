@@ -183,7 +183,10 @@ def chunk_outcome(files: list[CsvFile], options: ParseOptions) -> tuple[dict, li
 def test_a_chunk_of_regular_and_other_files_is_the_table_of_the_general_path(tmp_path, monkeypatch):
     """The regular files of a chunk are joined from the C reader's buffers; the table and every file's meta must be
     those of the general path, whatever mix of files, metrics, ranks and stat columns the chunk holds."""
-    contents = [REGULAR[case] for case in sorted(REGULAR)] + [GENERAL[case] for case in sorted(GENERAL)]
+    steps = "vpp_stage,name,step,micro_step,norm\n0,n,3,1,1\n0,m,1,0,2\n0,k,3,4,4\n0,k,1,-7,4\n"
+    no_micro_step = "vpp_stage,name,step,norm\n0,n,3,1\n0,m,1,2\n0,k,3,4\n"
+    contents = [REGULAR[case] for case in sorted(REGULAR)] + [steps, no_micro_step]
+    contents += [GENERAL[case] for case in sorted(GENERAL)]
     files = []
     for index, content in enumerate(contents * 2):
         metric = ("actv", "grad_reduced", "param_origin")[index % 3]
@@ -200,5 +203,7 @@ def test_a_chunk_of_regular_and_other_files_is_the_table_of_the_general_path(tmp
         patch.setattr(regular, "_cells", None)
         general = chunk_outcome(files, options)
     assert fast == general
-    assert len(files) == 2 * (len(REGULAR) + len(GENERAL) - 1)  # all but the long row
-    assert sum(isinstance(shard.rows_of(found, options)[0], shard.Regular) for found in files) == 2 * len(REGULAR)
+    assert len(files) == 2 * (len(REGULAR) + 2 + len(GENERAL) - 1)  # all but the long row
+    assert sum(isinstance(shard.rows_of(found, options)[0], shard.Regular) for found in files) == 2 * (len(REGULAR) + 2)
+    assert fast[1][len(REGULAR)]["micro_steps_per_step"] == [[1, 1], [3, 5]]
+    assert fast[1][len(REGULAR) + 1]["micro_steps_per_step"] == [[1, 1], [3, 1]]
