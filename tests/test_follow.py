@@ -55,6 +55,13 @@ class Follower:
         return self.err.read_text()
 
 
+def following(tmp_path: Path, *args: str, **kwargs) -> tuple[Path, Path, Follower]:
+    """An empty DATA, the output directory beside it, and a follower of the two (ARGS and KWARGS: the Follower's)."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    return data, out, Follower(tmp_path, data, out, *args, **kwargs)
+
+
 def wait_for(condition, follower: Follower | None = None) -> None:
     deadline = time.monotonic() + WAIT
     while not condition():
@@ -100,10 +107,8 @@ def dump_full(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("mode", ["--micro-step", "--no-micro-step"])
 def test_steps_appended_in_place_are_seen_by_a_kept_reader(tmp_path, dump_full, mode):
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
+    data, out, follower = following(tmp_path, mode)
     db = out / "dump_data.trend.db"
-    follower = Follower(tmp_path, data, out, mode)
     write_step(dump_full, data, 0)
     wait_for(lambda: mark(db) == 1, follower)
     reader = sqlite3.connect(db)  # the plugin's one connection, opened at start-up and kept
@@ -142,10 +147,8 @@ def test_steps_appended_in_place_are_seen_by_a_kept_reader(tmp_path, dump_full, 
 
 
 def test_a_step_that_comes_late_rebuilds_the_database_in_place(tmp_path, dump_full):
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
+    data, out, follower = following(tmp_path)
     db = out / "dump_data.trend.db"
-    follower = Follower(tmp_path, data, out)
     for number, step in enumerate((0, 2, 1), start=1):
         write_step(dump_full, data, step)
         wait_for(lambda number=number: mark(db) == number, follower)
@@ -196,10 +199,8 @@ def test_killed_at_a_commit_the_same_command_continues(tmp_path, dump_full, faul
 
 
 def test_ctrl_c_during_a_batch_stops_after_it(tmp_path, dump_full):
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
+    data, out, follower = following(tmp_path, fault="follow-commit:pause")
     db = out / "dump_data.trend.db"
-    follower = Follower(tmp_path, data, out, fault="follow-commit:pause")
     write_step(dump_full, data, 0)
     wait_for(lambda: mark(db) == 1, follower)
     write_step(dump_full, data, 1)
@@ -213,10 +214,8 @@ def test_ctrl_c_during_a_batch_stops_after_it(tmp_path, dump_full):
 def test_a_reader_that_holds_the_database_makes_a_batch_wait_and_ctrl_c_stops_without_it(tmp_path, dump_full):
     """A reader in a read transaction holds up a commit: the wait is said once; it ends when the reader does, or
     by Ctrl-C, which rolls the batch back (exit 0); the same command later converts it."""
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
+    data, out, follower = following(tmp_path)
     db = out / "dump_data.trend.db"
-    follower = Follower(tmp_path, data, out)
     write_step(dump_full, data, 0)
     wait_for(lambda: mark(db) == 1, follower)
     first_rows = rows(db)
@@ -249,10 +248,8 @@ def test_a_reader_that_holds_the_database_makes_a_batch_wait_and_ctrl_c_stops_wi
 def test_stopped_while_a_reader_holds_a_renamed_file_the_output_record_knows_its_name(tmp_path, dump_full):
     """A file of a split renamed as its steps grew, then its append held up by a reader and Ctrl-C: the output's
     record names the file by its new name, so a later `run` replaces it as its own, without a warning."""
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
+    data, out, follower = following(tmp_path, "--split-steps", "2")
     db = out / "dump_data.trend.db"
-    follower = Follower(tmp_path, data, out, "--split-steps", "2")
     write_step(dump_full, data, 0)
     write_rank(dump_full, data, 1, 0)
     wait_for(lambda: mark(db) == 1, follower)
@@ -489,10 +486,8 @@ def test_the_trend_analyzer_shows_appended_steps_without_a_restart(tmp_path, dum
 
     from benchmarks.plugin import PluginServer
 
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
+    data, out, follower = following(tmp_path)
     db = out / "dump_data.trend.db"
-    follower = Follower(tmp_path, data, out)
     write_step(dump_full, data, 0)
     wait_for(lambda: mark(db) == 1, follower)
     shown, stored = [], []
@@ -554,6 +549,14 @@ def same_as_batch(full: Path, out: Path, tmp: Path, *args: str) -> None:
     assert databases(out) == databases(batch)
     done = run_cli("diff", batch, out)
     assert (done.returncode, done.stdout) == (0, "logically identical\n"), done.stdout + done.stderr
+
+
+def same_as_batch_of(full: Path, steps: tuple[int, ...], out: Path, tmp: Path, *args: str) -> None:
+    """`same_as_batch` of a DATA that holds only STEPS of FULL."""
+    partial = tmp / "partial"
+    for step in steps:
+        write_step(full, partial, step)
+    same_as_batch(partial, out, tmp, *args)
 
 
 def without_rows(line: str) -> str:
@@ -625,18 +628,13 @@ def test_a_late_rank_into_a_closed_file_rebuilds_it_in_place(tmp_path, dump_five
         f"{closed}: rebuilt in place with 1 file set more (step 0, rank 1 came after step 1, rank 1), "
         f"{rows(closed):,} rows (batch 3)"
     )
-    partial = tmp_path / "partial"
-    for step in (0, 1, 2):
-        write_step(dump_five, partial, step)
-    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+    same_as_batch_of(dump_five, (0, 1, 2), out, tmp_path, "--split-steps", "2")
 
 
 def test_max_db_size_closes_a_file_and_a_late_rank_regroups_the_files(tmp_path, dump_five):
     """Each step of 2 ranks is 2,654 rows, 424,640 bytes at the split's 160 a row: 700,000 bytes hold a step and
     a half. Step 1's late rank makes it whole, and the files regroup as the batch split groups them."""
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
-    follower = Follower(tmp_path, data, out, "--max-db-size", "700000")
+    data, out, follower = following(tmp_path, "--max-db-size", "700000")
     write_step(dump_five, data, 0)
     wait_for(lambda: mark(out / "dump_data.trend.db") == 1, follower)
     write_rank(dump_five, data, 1, 0)
@@ -657,18 +655,13 @@ def test_max_db_size_closes_a_file_and_a_late_rank_regroups_the_files(tmp_path, 
         f"database of the split), {rows(out / three[0]):,} rows (batch 4)",
         f"{out / three[1]}: made from 2 file sets, {rows(out / three[1]):,} rows (batch 5)",
     ]
-    partial = tmp_path / "partial"
-    for step in (0, 1, 2):
-        write_step(dump_five, partial, step)
-    same_as_batch(partial, out, tmp_path, "--max-db-size", "700000")
+    same_as_batch_of(dump_five, (0, 1, 2), out, tmp_path, "--max-db-size", "700000")
 
 
 def test_a_lower_step_that_comes_late_regroups_the_split(tmp_path, dump_five):
     """Steps 0, 2, 3 make [0, 2] and [3]; step 1 makes the batch split [0, 1] and [2, 3]: both files renamed and
     rebuilt in place (the second because its global steps moved), none removed or made."""
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
-    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    data, out, follower = following(tmp_path, "--split-steps", "2")
     for number, step in enumerate((0, 2, 3), start=1):
         write_step(dump_five, data, step)
         wait_for(lambda number=number: last_mark(out) == number, follower)
@@ -686,18 +679,13 @@ def test_a_lower_step_that_comes_late_regroups_the_split(tmp_path, dump_five):
         f"{second}: rebuilt in place with 2 file sets more (the micro-step slots of step 3 moved (a step before it "
         f"came late or grew)), {rows(second):,} rows (batch 5)",
     ]
-    partial = tmp_path / "partial"
-    for step in (0, 1, 2, 3):
-        write_step(dump_five, partial, step)
-    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+    same_as_batch_of(dump_five, (0, 1, 2, 3), out, tmp_path, "--split-steps", "2")
 
 
 def test_killed_in_the_middle_of_a_regroup_the_restart_completes_it(tmp_path, dump_five):
     """As above, SIGKILL once the first file is rebuilt: the second still holds step 3 at its old global steps.
     Its record says which, so the restart (with no new unit) rebuilds it, and converts nothing else again."""
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
-    follower = Follower(tmp_path, data, out, "--split-steps", "2", fault="follow-committed@4")
+    data, out, follower = following(tmp_path, "--split-steps", "2", fault="follow-committed@4")
     for number, step in enumerate((0, 2, 3), start=1):
         write_step(dump_five, data, step)
         wait_for(lambda number=number: last_mark(out) == number, follower)
@@ -715,10 +703,7 @@ def test_killed_in_the_middle_of_a_regroup_the_restart_completes_it(tmp_path, du
         "follow-4.json",
         "follow-5.json",
     ]
-    partial = tmp_path / "partial"
-    for step in (0, 1, 2, 3):
-        write_step(dump_five, partial, step)
-    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+    same_as_batch_of(dump_five, (0, 1, 2, 3), out, tmp_path, "--split-steps", "2")
 
 
 def test_ctrl_c_in_the_middle_of_a_regroup_stops_once_every_file_is_done(tmp_path, dump_five):
@@ -735,10 +720,7 @@ def test_ctrl_c_in_the_middle_of_a_regroup_stops_once_every_file_is_done(tmp_pat
     first, second = (out / name for name in SPLIT_PARTS[:2])
     assert databases(out) == SPLIT_PARTS[:2] and (mark(first), mark(second)) == (4, 5)
     assert "interrupted" not in follower.stderr
-    partial = tmp_path / "partial"
-    for step in (0, 1, 2, 3):
-        write_step(dump_five, partial, step)
-    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+    same_as_batch_of(dump_five, (0, 1, 2, 3), out, tmp_path, "--split-steps", "2")
 
 
 def test_a_follower_replaces_an_earlier_split_and_leaves_what_trendconv_did_not_write(tmp_path, dump_five):
@@ -838,10 +820,7 @@ def test_killed_between_two_files_of_a_batch_the_same_command_completes_it(tmp_p
         f"{out / SPLIT_PARTS[0]} … {second.name} (2 databases): stopped following with 6 file sets in; "
         "0 batches appended (0 rows)\n"
     )
-    partial = tmp_path / "partial"
-    for step in (0, 1, 2):
-        write_step(dump_five, partial, step)
-    same_as_batch(partial, out, tmp_path, "--split-steps", "2")
+    same_as_batch_of(dump_five, (0, 1, 2), out, tmp_path, "--split-steps", "2")
 
 
 def test_name_and_a_subset_follow_only_the_selection(tmp_path, dump_five):
@@ -872,9 +851,7 @@ def test_the_trend_analyzer_lists_each_new_file_of_a_split(tmp_path, dump_five):
 
     from benchmarks.plugin import PluginServer
 
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
-    follower = Follower(tmp_path, data, out, "--split-steps", "2")
+    data, out, follower = following(tmp_path, "--split-steps", "2")
     write_step(dump_five, data, 0)
     wait_for(lambda: mark(out / "dump_data.trend.db") == 1, follower)
     listed = []
