@@ -415,3 +415,33 @@ def test_a_bad_construct_json_is_reported_for_each_file_set(tmp_path):
     for step, task in enumerate(tasks):
         with pytest.raises(DataError, match=f"step{step}/rank0/construct.json: top level is"):
             parse_file_set(task.unit, task.options)
+
+
+def test_a_task_travels_to_a_worker_without_its_cached_paths(tmp_path):
+    """Tasks go to workers 256 to a chunk: the cached paths and order stay behind (a pickled Path costs more to
+    read back than to make again), and the worker's task makes the same ones."""
+    import pickle
+
+    from trendconv.formats import FORMATS
+    from trendconv.formats.monitor.scan import CsvFile
+    from trendconv.options import ParseOptions
+    from trendconv.parsing import ParseTask
+
+    unit = CsvFile(3, "Feb20_16-27-56-rank3-1a2b3c4d", "actv_0-9.csv", "actv", tmp_path / "data", 120)
+    task = ParseTask(unit, ParseOptions(), tmp_path / "work" / "monitor", FORMATS["monitor"])
+    cached = (task.shard_path, unit.path, unit.order)
+    back = pickle.loads(pickle.dumps(task))
+    assert (set(vars(task)) - set(vars(back)), set(vars(unit)) - set(vars(back.unit))) == (
+        {"shard_path"},
+        {"path", "order"},
+    )
+    assert (back.unit, back.options, back.part, back.unit.size) == (unit, task.options, task.part, 120)
+    assert (
+        (back.shard_path, back.unit.path, back.unit.order)
+        == cached
+        == (
+            tmp_path / "work/monitor/shards/Feb20_16-27-56-rank3-1a2b3c4d/actv_0-9.csv.parquet",
+            tmp_path / "data/Feb20_16-27-56-rank3-1a2b3c4d/actv_0-9.csv",
+            (3, "Feb20_16-27-56-rank3-1a2b3c4d", "actv", 0, 9, "actv_0-9.csv"),
+        )
+    )

@@ -356,7 +356,7 @@ def test_an_unsplit_output_is_the_part_the_partitioner_makes(fmt_name):
     """`partition` takes one database without grouping the shards when it fits: the same steps, group and row
     counts and name as group by group, the shards in processing order; past the size, the groups decide."""
     from trendconv.formats import FORMATS
-    from trendconv.loading.split import Partitioner, Split, groups, partition
+    from trendconv.loading.split import Census, Partitioner, Split, groups, partition
     from trendconv.shards import Shard
 
     fmt = FORMATS[fmt_name]
@@ -372,6 +372,11 @@ def test_an_unsplit_output_is_the_part_the_partitioner_makes(fmt_name):
     assert fields == (2, last, 3, 11, f"run.{fmt.db_name}")
     assert fields == (expected.first, expected.last, expected.groups, expected.rows, expected.name)
     assert list(one.shards) == given
+    census = Census()  # as `run` counts the shards while they come
+    for meta in metas:
+        census.add(fmt, meta)
+    [counted] = partition(fmt, given, Split(name="run"), census)
+    assert (counted.first, counted.last, counted.groups, counted.rows, counted.name) == fields
     divided = partition(fmt, given, Split(max_size=8 * fmt.row_bytes))
     assert [(part.first, part.last, part.rows, [shard.path.name for shard in part.shards]) for part in divided] == [
         (2, last - 3, 7, ["1.parquet", "4.parquet", "3.parquet"]),

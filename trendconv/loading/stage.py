@@ -16,7 +16,7 @@ from trendconv.loading.build import add_shards, stage_shards
 from trendconv.loading.outputs import replace_set
 from trendconv.loading.parts import build_parts, check_size, combined, jobs_of
 from trendconv.loading.records import Metas, Packed, ShardList, packed, unpacked
-from trendconv.loading.split import Part, Partitioner, Split, db_stem, partition
+from trendconv.loading.split import Census, Part, Partitioner, Split, db_stem, partition
 from trendconv.summaries import LoadSummary
 
 UNSPLIT = Split()
@@ -56,10 +56,11 @@ def stage_output(
     index: bool = True,
     on_shard: Callable[[shards.Shard], None] | None = None,
     executor: Executor | None = None,
+    census: Census | None = None,
 ) -> OutputSet:
     """SHARD_LIST (in processing order) into one database, or into the databases of a split, built by
-    `split.load_workers` loader processes (or on EXECUTOR)."""
-    parts = partition(fmt, shard_list, split)
+    `split.load_workers` loader processes (or on EXECUTOR); CENSUS: of SHARD_LIST, where it was counted already."""
+    parts = partition(fmt, shard_list, split, census)
     if len(parts) == 1:
         builder = stage_shards(fmt, shard_list, out_dir, index=index, on_shard=on_shard, name=parts[0].name)
         return OutputSet(fmt, out_dir, split, [_checked(builder, split)])
@@ -108,6 +109,7 @@ class Feeder:
         self.next = 0
         self.seconds = 0.0
         self.done = ShardList()  # every shard, in processing order, as it was taken (trendconv.loading.records)
+        self.census = Census()  # of `done`
         self.partitioner = Partitioner(fmt, split)
         self.group: tuple[tuple[int, int], list[shards.Shard]] | None = None
         self.streaming = fmt.streams and split.steps is None
@@ -145,6 +147,7 @@ class Feeder:
                 index=self.index,
                 on_shard=self.on_loaded,
                 executor=self.executor,
+                census=self.census,
             )
         parts = self.partitioner.named()
         if self.streaming:
@@ -168,6 +171,7 @@ class Feeder:
             path = self.order[self.next]
             shard = unpacked(self.ready.pop(path))
             self.done.append(shard)
+            self.census.add(self.fmt, shard.meta)
             self.next += 1
             if self.fmt.streams:
                 self._group_of(shard)

@@ -29,6 +29,11 @@ class ParseTask:
     def order(self) -> tuple:
         return self.format.order(self.unit)
 
+    def __getstate__(self) -> dict:
+        """Without the cached shard path: tasks travel to workers 256 to a chunk, and a pickled Path costs more
+        to read back than to make again."""
+        return {key: value for key, value in self.__dict__.items() if key != "shard_path"}
+
 
 _shard_dir = functools.lru_cache(maxsize=8)(shards.shard_dir)  # one part of WORK for thousands of tasks
 

@@ -40,6 +40,11 @@ class CsvFile:
     def path(self) -> Path:
         return self.data / self.run_dir / self.name
 
+    def __getstate__(self) -> dict:
+        """Without the cached properties: a worker makes the path again from its text faster than a pickled Path
+        is read back, and needs no order."""
+        return {key: value for key, value in self.__dict__.items() if key not in _CACHED}
+
     @property
     def relative(self) -> str:
         return f"{self.run_dir}/{self.name}"
@@ -52,6 +57,9 @@ class CsvFile:
     def identity(self) -> dict:
         """What its shard's meta says of it."""
         return {"rank": self.rank, "run_dir": self.run_dir, "file": self.name, "metric": self.metric}
+
+
+_CACHED = ("path", "order")  # CsvFile's cached properties
 
 
 def order(rank: int, run_dir: str, name: str, metric: str) -> tuple:
