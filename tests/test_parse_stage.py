@@ -20,6 +20,7 @@ from helpers import (
     invoke,
     write_file_set,
     write_json,
+    write_run,
 )
 
 from trendconv import api, shards
@@ -445,3 +446,35 @@ def test_a_task_travels_to_a_worker_without_its_cached_paths(tmp_path):
             (3, "Feb20_16-27-56-rank3-1a2b3c4d", "actv", 0, 9, "actv_0-9.csv"),
         )
     )
+
+
+def test_the_garbage_collector_is_paused_while_the_stages_run_and_back_after(tmp_path):
+    """trendconv.collector: off while the parse and the load run in this process (seen from their callbacks),
+    on again after; a caller that had it off keeps it off."""
+    import gc
+
+    import trendconv
+    from trendconv.progress import Progress
+
+    seen = []
+
+    class Seen(Progress):
+        def parsed(self, format, *, reused):
+            seen.append(("parsed", gc.isenabled()))
+
+        def loaded(self, format):
+            seen.append(("loaded", gc.isenabled()))
+
+    write_run(
+        tmp_path / "data", {f"actv_{step}-{step}.csv": f"vpp_stage,name,step,norm\n0,w,{step},1.5\n" for step in (0, 1)}
+    )
+    assert gc.isenabled()
+    trendconv.convert(tmp_path / "data", tmp_path / "out", work=tmp_path / "work", workers=1, progress=Seen())
+    assert gc.isenabled()
+    assert sorted(set(seen)) == [("loaded", False), ("parsed", False)]
+    gc.disable()
+    try:
+        trendconv.convert(tmp_path / "data", tmp_path / "again", work=tmp_path / "work2", workers=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trendconv import shards
+from trendconv.collector import pausing
 from trendconv.executors import Executor, default_workers
 from trendconv.formats import Builder, Format
 from trendconv.loading.build import add_shards, stage_shards
@@ -47,6 +48,7 @@ class OutputSet:
         self.summary.warnings.extend(replace_set(self.out_dir, self.output.name, names))
 
 
+@pausing  # many long-lived objects, few cycles: trendconv.collector
 def stage_output(
     fmt: Format,
     shard_list: list[shards.Shard],

@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from trendconv import schemas, shards, workdir
+from trendconv.collector import pausing
 from trendconv.errors import TrendconvError, internal_error
 from trendconv.executors import Executor, InlineExecutor, default_workers, local_executor
 from trendconv.formats import Format, Scanned
@@ -39,6 +40,7 @@ def plan(data: Path, work: Path, options: ParseOptions, fmt: Format) -> tuple[Sc
     return scanned, [ParseTask(unit, options, part, fmt) for unit in scanned.units]
 
 
+@pausing  # many long-lived objects, few cycles: trendconv.collector
 def run_parse(
     data: Path,
     work: Path,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-import gc
 from dataclasses import dataclass
 from pathlib import Path
 
 from trendconv import __version__, shards
+from trendconv.collector import paused, pausing
 from trendconv.errors import TrendconvError, internal_error
 from trendconv.faults import fault_point
 from trendconv.formats import Format
@@ -67,19 +67,14 @@ def parse_chunk(chunk: tuple[ParseTask, ...]) -> list[tuple[ParseTask, dict | No
     return results
 
 
+@pausing
 def parse_task(task: ParseTask) -> dict:
     """Parse one unit, write its shard, return its (small) meta.
 
-    The cyclic garbage collector is paused meanwhile: a parsed dump.json is millions of young containers
-    that hold no cycles, and collecting them as they are made cost about a sixth of the parse time.
+    The cyclic garbage collector is paused meanwhile (trendconv.collector): a parsed dump.json is millions of
+    young containers that hold no cycles, and collecting them as they are made cost about a sixth of the parse time.
     """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return _parse_task(task)
-    finally:
-        if paused:
-            gc.enable()
+    return _parse_task(task)
 
 
 def _parse_task(task: ParseTask) -> dict:
@@ -118,9 +113,7 @@ def parse_together(job: ChunkJob) -> list[tuple[dict | None, BaseException | Non
     file, so that the Parquet write and read are paid once per chunk; the first failure ends the job (the tasks
     before it are still written). A (meta, None) per task written, then (None, error) for a failure: the tasks
     themselves do not travel back, the caller has them (`job.tasks`, in the same order)."""
-    paused = gc.isenabled()
-    gc.disable()  # as in parse_task
-    try:
+    with paused():  # as in parse_task
         parsed, failure = _parse_all(job.tasks)
         results = []
         if parsed:
@@ -130,9 +123,6 @@ def parse_together(job: ChunkJob) -> list[tuple[dict | None, BaseException | Non
             fault_point("parse-shard")
             results = [(meta, None) for meta in metas]
         return results + ([(None, failure)] if failure else [])
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _parse_all(tasks: tuple[ParseTask, ...]) -> tuple[list, BaseException | None]:
