@@ -2,7 +2,7 @@
 
 A full collection looks at every live container. A run of 100,000 monitor files keeps about a million long-lived
 ones (units, tasks, paths) while the parse's results and the load's batches come and go, and the collections this
-set off took half of the main process's CPU (benchmarks/RESULTS-monitor.md, "The garbage collector"). With the
+set off took half of the command's CPU (benchmarks/RESULTS-monitor.md, "The garbage collector"). With the
 collector off for a whole such run, what is left in cycles at the end is what a run of 1,800 files leaves (about
 600 objects, most of them made by imports); the collector frees them once it runs again. The parse workers pause
 it per task for the same reason (a parsed dump.json is millions of young containers).
