@@ -16,7 +16,6 @@ from helpers import RUN
 from datagen.monitor import generate
 from trendconv.errors import DataError
 from trendconv.formats.monitor import regular, rules, shard
-from trendconv.formats.monitor.parse import MonitorRows, parse_csv_file
 from trendconv.formats.monitor.scan import CsvFile, scan_monitor
 from trendconv.options import ParseOptions
 
@@ -26,34 +25,31 @@ HEADER = "vpp_stage,name,step,micro_step,min,max,norm,zeros,nans,mean,shape,dtyp
 ROW = '0,a.b.0.c,3,1,-0.5,2.0,1.25,0.0,0.0,1e-06,"[1, 2]",torch.bfloat16\n'
 
 
-def values(rows: MonitorRows) -> dict:
-    """Every column as exact values: floats as their bits (NaN, -0.0 and the last digit all count)."""
+def table_values(table) -> dict:
+    """A shard table as exact values: dictionary columns decoded (each path encodes them its own way), floats as
+    their bits (NaN, -0.0 and the last digit all count)."""
     found = {}
-    for name, column in rows.columns.items():
+    for field, column in zip(table.schema, table.columns):
         cells = column.to_pylist()
-        if name in rules.stats_of([name]):
+        if field.type == "double":
             cells = [None if cell is None else struct.pack("<d", cell) for cell in cells]
-        found[name] = (str(column.type), cells)
-    return {
-        "columns": found,
-        "stats": rows.stats,
-        "has_micro_step": rows.has_micro_step,
-        "skipped": dict(rows.skipped),
-        "micro_steps_per_step": rows.micro_steps_per_step(),
-    }
+        found[field.name] = (str(field.type), cells)
+    return found
 
 
 def outcome(csv_file: CsvFile, options: ParseOptions) -> tuple[str, object]:
+    """The file's shard as the parse writes it (its table and meta), or its error."""
     try:
-        return "rows", values(parse_csv_file(csv_file, options))
+        rows, meta = shard.rows_of(csv_file, options)
     except DataError as exc:
         return "error", str(exc)
+    return "rows", (table_values(shard.table_of([rows])), meta)
 
 
 def both_paths(csv_file: CsvFile, monkeypatch, options: ParseOptions | None = None) -> bool:
     """Assert that the C reader and the general path agree on CSV_FILE; whether the C reader took it."""
     options = options or ParseOptions()
-    took = regular.regular_columns(csv_file.path.read_bytes()) is not None
+    took = regular.regular_buffers(csv_file.path.read_bytes()) is not None
     fast = outcome(csv_file, options)
     with monkeypatch.context() as patch:
         patch.setattr(regular, "_cells", None)
@@ -150,7 +146,7 @@ def test_bytes_that_are_not_utf8_are_the_general_paths_error(tmp_path, monkeypat
     found = csv_file(tmp_path, (HEADER + ROW).encode().replace(b"torch", b"t\xffrch"))
     assert both_paths(found, monkeypatch) is False
     with pytest.raises(DataError) as error:
-        parse_csv_file(found, ParseOptions())
+        shard.rows_of(found, ParseOptions())
     assert str(error.value) == f"{found.path}: line 2, field 12: not UTF-8 text"
 
 
@@ -161,18 +157,6 @@ def test_the_c_part_refuses_bad_column_indexes():
     with pytest.raises(ValueError) as error:
         regular._cells.rows(b"a,b\n1,2\n", 4, 2, 2, (), ())
     assert str(error.value) == "width, name or start out of range"
-
-
-def table_values(table) -> dict:
-    """A chunk table as exact values: dictionary columns decoded (each path encodes them its own way), floats as
-    their bits."""
-    found = {}
-    for field, column in zip(table.schema, table.columns):
-        cells = column.to_pylist()
-        if field.type == "double":
-            cells = [None if cell is None else struct.pack("<d", cell) for cell in cells]
-        found[field.name] = (str(field.type), cells)
-    return found
 
 
 def chunk_outcome(files: list[CsvFile], options: ParseOptions) -> tuple[dict, list[dict]]:
@@ -193,7 +177,7 @@ def test_a_chunk_of_regular_and_other_files_is_the_table_of_the_general_path(tmp
         found = csv_file(tmp_path, content.encode(), f"{metric}_{index}-{index}.csv")
         found = CsvFile(index % 2, found.run_dir, found.name, metric, found.data)
         try:
-            parse_csv_file(found, ParseOptions())
+            shard.rows_of(found, ParseOptions())
         except DataError:
             continue  # a file that does not parse ends its chunk: tested with the parse stage
         files.append(found)

@@ -136,9 +136,12 @@ class Census:
     rows: int = 0
     steps: set[tuple[int, int]] = field(default_factory=set)
 
-    def add(self, fmt: Format, meta: dict) -> None:
+    def add(self, fmt: Format, meta: dict) -> tuple[int, int]:
+        """Count META's shard; the steps of its group."""
+        steps = fmt.meta_steps(meta) or (0, 0)
         self.rows += meta["rows"]
-        self.steps.add(fmt.meta_steps(meta) or (0, 0))
+        self.steps.add(steps)
+        return steps
 
 
 def partition(fmt: Format, shard_list: list[Shard], split: Split, census: Census | None = None) -> list[Part]:

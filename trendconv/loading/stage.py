@@ -173,15 +173,14 @@ class Feeder:
             path = self.order[self.next]
             shard = unpacked(self.ready.pop(path))
             self.done.append(shard)
-            self.census.add(self.fmt, shard.meta)
+            steps = self.census.add(self.fmt, shard.meta)
             self.next += 1
             if self.fmt.streams:
-                self._group_of(shard)
+                self._group_of(shard, steps)
         if self.fmt.streams:  # loading; otherwise keeping the parse's shards in order
             self.seconds += time.perf_counter() - started
 
-    def _group_of(self, shard: shards.Shard) -> None:
-        steps = self.fmt.meta_steps(shard.meta) or (0, 0)
+    def _group_of(self, shard: shards.Shard, steps: tuple[int, int]) -> None:
         if self.group is not None and self.group[0] != steps:
             self._close_group()
         if self.group is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 
@@ -39,6 +40,17 @@ class Writer:
             self._queue.put(None)
             self._thread.join()
         self._raise()
+
+    def finish(self, summary) -> None:
+        """`close`, then the rows inserted and the duplicates left out into SUMMARY (a LoadSummary)."""
+        self.close()
+        summary.rows, summary.duplicates = self.inserted, self.offered - self.inserted
+
+    def drop(self) -> None:
+        """`close` for a build being abandoned: a failure of the writer is not raised, as the one being handled is
+        the one to report."""
+        with contextlib.suppress(BaseException):
+            self.close()
 
     def _run(self) -> None:
         while (rows := self._queue.get()) is not None:

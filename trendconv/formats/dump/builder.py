@@ -7,7 +7,6 @@ while the next shard is prepared (trendconv.loading.writer).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 
@@ -211,8 +210,7 @@ class DumpBuilder:
             raise DataError("no shards to load")
         started = time.perf_counter()
         self._insert_pending()
-        self._writer.close()
-        self.summary.rows, self.summary.duplicates = self._writer.inserted, self._writer.offered - self._writer.inserted
+        self._writer.finish(self.summary)
         self._offset += self._step_micro_steps or 0
         self._check_last_step()
         self._write_targets()
@@ -256,8 +254,7 @@ class DumpBuilder:
         write_tags(self._conn, self._ids.by_metric, names, tags_of, self.summary)
 
     def abort(self) -> None:
-        with contextlib.suppress(BaseException):  # the failure being handled is the one to report
-            self._writer.close()
+        self._writer.drop()
         abandon(self._conn, self.tmp)
 
 

@@ -6,7 +6,6 @@ batches of about BATCH_ROWS. Ids are dense and given in first-seen order; the fi
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Iterable, Iterator
@@ -220,8 +219,7 @@ class MonitorBuilder:
             raise DataError("no monitor shards to load")
         started = time.perf_counter()
         self._flush()
-        self._writer.close()
-        self.summary.rows, self.summary.duplicates = self._writer.inserted, self._writer.offered - self._writer.inserted
+        self._writer.finish(self.summary)
         targets = [(tid, *_split_key(key)) for key, tid in self._targets.items()]
         self._conn.executemany(schema.INSERT_TARGET, targets)
         self.summary.targets = len(targets)
@@ -240,8 +238,7 @@ class MonitorBuilder:
 
     def abort(self) -> None:
         if self._writer is not None:
-            with contextlib.suppress(BaseException):  # the failure being handled is the one to report
-                self._writer.close()
+            self._writer.drop()
         abandon(self._conn, self.tmp)
 
 
@@ -310,7 +307,7 @@ def _per_unit(table: pa.Table, metas: list[dict]) -> dict[int, tuple[set, set, l
         ranks, metrics, counts = found.setdefault(unit, (set(), set(), []))
         ranks.add(rank)
         metrics.add(metric)
-        # The + 1 in Python: in int64 a micro_step of 2**63 - 1 would wrap around (as in MonitorRows).
+        # The + 1 in Python: in int64 a micro_step of 2**63 - 1 would wrap around (as in parse.slots).
         count = max(largest + 1, 0)
         if counts and counts[-1][0] == step:
             counts[-1][1] = max(counts[-1][1], count)

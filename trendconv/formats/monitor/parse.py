@@ -6,6 +6,7 @@ import csv
 import io
 import re
 from collections import Counter
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -16,7 +17,6 @@ import pyarrow.csv as pacsv
 from trendconv.errors import DataError, cannot_read
 from trendconv.formats.monitor import rules
 from trendconv.formats.monitor.arrays import constant
-from trendconv.formats.monitor.regular import regular_columns
 from trendconv.formats.monitor.scan import CsvFile
 from trendconv.options import ParseOptions, apply_mapping
 
@@ -34,34 +34,26 @@ class MonitorRows:
         return len(self.columns["target_name"])
 
     def micro_steps_per_step(self) -> list[list[int]]:
-        """[original step, micro-step count] pairs (docs/monitor-format.md §7): max(micro_step + 1), 1 without the
-        column."""
+        """`slots` of these rows."""
         if not len(self):
             return []
-        low, high = pc.min_max(self.columns["step"]).values()
-        if not self.has_micro_step:
-            if low == high:
-                return [[low.as_py(), 1]]
-            return [[step, 1] for step in sorted(set(self.columns["step"].to_pylist()))]
-        if low == high:
-            return [[low.as_py(), max(pc.max(self.columns["micro_step"]).as_py() + 1, 0)]]
-        # The + 1 in Python: in int64 a micro_step of 2**63 - 1 would wrap around to the smallest count.
-        table = pa.table({"step": self.columns["step"], "micro_step": self.columns["micro_step"]})
-        largest = table.group_by("step").aggregate([("micro_step", "max")]).sort_by("step")
-        return [
-            [step, max(micro_step + 1, 0)]
-            for step, micro_step in zip(largest["step"].to_pylist(), largest["micro_step_max"].to_pylist())
-        ]
+        return slots(self.columns["step"].to_pylist(), self.columns["micro_step"].to_pylist(), self.has_micro_step)
 
 
-def parse_csv_file(csv_file: CsvFile, options: ParseOptions) -> MonitorRows:
-    raw = read_raw(csv_file)
-    regular = regular_columns(raw)
-    if regular is not None:
-        header, kept = regular
-        kept["target_name"] = mapped(kept["target_name"], options.mapping)
-        return MonitorRows(kept, rules.stats_of(header), "micro_step" in header)
-    return parse_general(raw, csv_file, options)
+def slots(steps: Sequence[int], micro_steps: Sequence[int], has_micro_step: bool) -> list[list[int]]:
+    """[original step, micro-step count] pairs in step order (docs/monitor-format.md §7): max(micro_step + 1), 1
+    without the column; STEPS is not empty."""
+    low, high = min(steps), max(steps)
+    if not has_micro_step:
+        return [[low, 1]] if low == high else [[step, 1] for step in sorted(set(steps))]
+    if low == high:
+        return [[low, max(max(micro_steps) + 1, 0)]]
+    largest: dict[int, int] = {}
+    for step, micro_step in zip(steps, micro_steps):
+        if largest.get(step, micro_step) <= micro_step:
+            largest[step] = micro_step
+    # The + 1 in Python: in int64 a micro_step of 2**63 - 1 would wrap around to the smallest count.
+    return [[step, max(largest[step] + 1, 0)] for step in sorted(largest)]
 
 
 def parse_general(raw: bytes, csv_file: CsvFile, options: ParseOptions) -> MonitorRows:

@@ -64,18 +64,6 @@ def regular_buffers(raw: bytes) -> Buffers | None:
     )
 
 
-def regular_columns(raw: bytes) -> tuple[list[str], dict[str, pa.Array]] | None:
-    """The header and the columns parse_csv_file makes of a regular file (target_name as read, vpp_stage, step
-    and micro_step as int64, the stats as float64); None for any other file, or without the C part."""
-    found = regular_buffers(raw)
-    if found is None:
-        return None
-    columns = {"target_name": found.names}
-    columns.update(typed(found.keys, pa.int64(), found.count))
-    columns.update(typed(found.values, pa.float64(), found.count))
-    return found.header, columns
-
-
 def _utf8(raw: bytes) -> bool:
     try:
         raw.decode("utf-8")

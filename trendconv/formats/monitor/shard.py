@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trendconv.formats.monitor.arrays import constant
-from trendconv.formats.monitor.parse import MonitorRows, mapped, parse_general, read_raw
+from trendconv.formats.monitor.parse import MonitorRows, mapped, parse_general, read_raw, slots
 from trendconv.formats.monitor.regular import Buffers, regular_buffers, typed
 from trendconv.formats.monitor.scan import CsvFile
 from trendconv.options import ParseOptions
@@ -69,25 +69,8 @@ def rows_of(unit: CsvFile, options: ParseOptions) -> tuple[Regular | pa.Table, d
     stats = tuple(found.values)
     rows = Regular(unit.rank, unit.metric, stats, found, mapped(found.names, options.mapping))
     has_micro_step = "micro_step" in found.header
-    slots = _slots(found.keys["step"], found.keys["micro_step"], has_micro_step)
-    return rows, _meta(unit, list(stats), has_micro_step, slots, found.count, {})
-
-
-def _slots(steps: bytes, micro_steps: bytes, has_micro_step: bool) -> list[list[int]]:
-    """`MonitorRows.micro_steps_per_step` of a regular file's step and micro_step values, without Arrow."""
-    steps_of = memoryview(steps).cast("q")
-    low, high = min(steps_of), max(steps_of)
-    if not has_micro_step:
-        return [[low, 1]] if low == high else [[step, 1] for step in sorted(set(steps_of))]
-    micro_of = memoryview(micro_steps).cast("q")
-    if low == high:
-        return [[low, max(max(micro_of) + 1, 0)]]
-    largest: dict[int, int] = {}
-    for step, micro_step in zip(steps_of, micro_of):
-        if largest.get(step, micro_step) <= micro_step:
-            largest[step] = micro_step
-    # The + 1 in Python: in int64 a micro_step of 2**63 - 1 would wrap around to the smallest count.
-    return [[step, max(largest[step] + 1, 0)] for step in sorted(largest)]
+    steps, micro_steps = (memoryview(found.keys[key]).cast("q") for key in ("step", "micro_step"))
+    return rows, _meta(unit, list(stats), has_micro_step, slots(steps, micro_steps, has_micro_step), found.count, {})
 
 
 def _general(unit: CsvFile, rows: MonitorRows) -> tuple[pa.Table, dict]:
