@@ -262,6 +262,19 @@ def test_a_damaged_database(tmp_path):
     ]
 
 
+def test_a_database_under_a_name_with_uri_characters_is_read(tmp_path):
+    """The database is opened by a file: URI, where an unquoted ?, # or % would cut or change the path."""
+    directory = tmp_path / "run ?a=1#b%41"
+    data = tmp_path / "data"
+    write_file_set(data / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    api.run(data, directory, api.ParseOptions(), workers=1, input_format="dump")
+    found = check.check_directory(directory)
+    assert ([str(problem) for problem in found.problems], [db.name for db in found.databases]) == (
+        [],
+        ["dump_data.trend.db"],
+    )
+
+
 def test_check_reads_without_writing(out):
     db = out / "dump_data.trend.db"
     before = (db.read_bytes(), db.stat().st_mtime_ns, sorted(os.listdir(out)))

@@ -51,6 +51,15 @@ def test_version_imports_no_library(monkeypatch):
     assert lines[0].startswith(f"trendconv {__version__} (C parts: ")
 
 
+def test_a_command_imports_no_option_validator_and_no_web_client(tmp_path):
+    # pydantic (typer 0.29's option checks) and urllib.request (http.client, email) each cost tens of milliseconds
+    # at the start of every command; a run uses neither
+    data = tmp_path / "data"
+    write_file_set(data / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    args = ("run", str(data), "--db", str(tmp_path / "out"), "-j2", "-q")
+    assert _imported(*args, watched=("pydantic", "urllib.request")) == "exit 0\n[]\n"
+
+
 def test_a_small_input_is_parsed_in_the_main_process_whatever_the_workers(tmp_path):
     data = tmp_path / "data"
     for step in range(2):
