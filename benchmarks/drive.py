@@ -3,7 +3,6 @@
 python -m benchmarks.drive run DATA OUT WORKERS     parse + load, overlapped
 python -m benchmarks.drive parse DATA OUT WORKERS   the parse stage alone, into OUT/.trendconv
 python -m benchmarks.drive load WORK OUT 1          the load stage alone
-python -m benchmarks.drive monitor DATA OUT WORKERS monitor CSV data, parse then load
 
 Like the command line, it starts the worker pool's forkserver before importing the library.
 """
@@ -53,13 +52,9 @@ def dask(source: Path, out: Path, workers: int) -> dict:
     return run(source, out, workers, "dask")
 
 
-def monitor(source: Path, out: Path, workers: int) -> dict:
-    return run(source, out, workers, input_format="monitor")
-
-
 def main(mode: str, source: str, out: str, workers: str) -> None:
-    modes = {"run": run, "parse": parse, "load": load, "dask": dask, "monitor": monitor}
-    if mode in ("run", "parse", "monitor"):
+    modes = {"run": run, "parse": parse, "load": load, "dask": dask}
+    if mode in ("run", "parse"):
         prestart(int(workers), Path(source))
     report = modes[mode](Path(source), Path(out), int(workers))
     report["rss_main_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux

@@ -30,7 +30,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 
 from benchmarks.report import machine_line, write_results
-from benchmarks.run import HERE, Measured, drive, machine, merged, run_msprobe, sqlite_floor
+from benchmarks.run import HERE, Measured, machine, merged, run_command, run_msprobe, sqlite_floor
 from datagen.monitor import ALL_NINE, generate
 from trendconv import formats
 
@@ -94,7 +94,7 @@ def csv_files(data: Path) -> list[Path]:
 def run_trendconv(data: Path, workers: int, scratch: Path) -> Measured:
     out = scratch / f"tc_w{workers}"
     shutil.rmtree(out, ignore_errors=True)
-    return drive("monitor", data, out, workers, formats.get("monitor").db_name)
+    return run_command("monitor", data, out, workers)
 
 
 def csv_floor(data: Path) -> float:
@@ -288,8 +288,9 @@ def main() -> None:
     lines = [
         "# Monitor benchmark results",
         "",
-        f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Wall seconds of whole processes; "
-        "peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
+        f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Wall seconds of whole processes "
+        "(trendconv's: the `trendconv run` command as a user types it, with the stage times its summary prints, "
+        "to 10 ms); peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
         machine_line(machine()),
         "`total / floor` is total / max(CSV floor / workers, SQLite floor); the SQLite floor goes through the "
         "connection trendconv writes with.",

@@ -111,7 +111,9 @@ def write_report(directory: Path, command: str, machine: dict, results: list[dic
         "# Benchmark results",
         "",
         f"Produced by `{command}`. Medians of the rounds; each round runs every measurement once, so that slow "
-        "spells of this shared machine fall on all of them alike. Times are wall seconds of whole processes.",
+        "spells of this shared machine fall on all of them alike. Times are wall seconds of whole processes; "
+        "trendconv's are those of the `trendconv run` command as a user types it, with the stage times its "
+        "summary prints (to 10 ms).",
         machine_line(machine),
         "Peak RSS is that of the whole process tree (main process and workers), sampled every 100 ms.",
         "`total / floor` is total / max(JSON floor / workers, SQLite floor); the SQLite floor goes through the "

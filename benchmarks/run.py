@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import sqlite3
 import statistics
@@ -151,12 +152,45 @@ def input_files(data: Path) -> list[Path]:
 
 
 def run_trendconv(data: Path, workers: int, scratch: Path, mode: str = "run") -> Measured:
-    """One `mode` run: run (both stages), parse (a fresh WORK) or load (from the shards of a run)."""
+    """One `mode` run: run (both stages, the command itself), parse (a fresh WORK) or load (from the shards of a
+    run)."""
     out = scratch / f"tc_w{workers}" if mode != "load" else scratch / "tc_load"
     if mode != "load":
         shutil.rmtree(out, ignore_errors=True)
+    if mode == "run":
+        return run_command("dump", data, out, workers)
     source = scratch / f"tc_w{workers}" / ".trendconv" if mode == "load" else data
     return drive(mode, source, out, workers, None if mode == "parse" else formats.get("dump").db_name)
+
+
+def trendconv_command() -> list[str]:
+    script = Path(sys.executable).with_name("trendconv")  # the console script, as a user runs it
+    return [str(script)] if script.exists() else [sys.executable, "-m", "trendconv"]
+
+
+def run_command(input_format: str, data: Path, out: Path, workers: int) -> Measured:
+    """`trendconv run` as a user types it, measured as a whole process: its wall time and peak memory, the stage
+    times (to 10 ms) and counts its summary prints, and the digest of the database it wrote to OUT."""
+    command = [*trendconv_command(), "run", str(data), "--db", str(out), "--format", input_format, f"-j{workers}"]
+    elapsed, rss, stdout = measure(command)
+    stages, counts = summary_of(stdout)
+    result = Measured(seconds=[elapsed], stages=[stages], rss_kib=[rss], counts=counts)
+    result.db_sha256.add(hashlib.sha256((out / formats.get(input_format).db_name).read_bytes()).hexdigest())
+    return result
+
+
+_COUNTS = re.compile(
+    r"^  (\d+) (?:file sets|monitor CSV files):.*\n  rows (\d+), targets (\d+), tags (\d+), tag links (\d+)$", re.M
+)
+_TIMES = re.compile(r"^  time: scan (\S+)s, parse (\S+)s, load (\S+)s \([^)]*\), index (\S+)s, total (\S+)s$", re.M)
+
+
+def summary_of(stdout: str) -> tuple[dict, dict]:
+    """The stage seconds and the counts of a `trendconv run` summary (one format)."""
+    [counts] = _COUNTS.findall(stdout)
+    [times] = _TIMES.findall(stdout)
+    stages = dict(zip(("scan", "parse", "load", "index", "total"), map(float, times)))
+    return stages, dict(zip(("files", "rows", "targets", "tags", "tag_links"), map(int, counts)))
 
 
 def drive(mode: str, source: Path, out: Path, workers: int, db_name: str | None) -> Measured:
@@ -212,8 +246,7 @@ def sqlite_floor(db: Path, scratch: Path) -> float:
 def startup(repeat: int, scratch: Path) -> dict[str, list[float]]:
     """Wall seconds of `trendconv --version` and of `trendconv run` on the shipped sample (fresh output each time,
     -j2 and the default workers), REPEAT interleaved rounds."""
-    script = Path(sys.executable).with_name("trendconv")  # the console script, as a user runs it
-    trendconv = [str(script)] if script.exists() else [sys.executable, "-m", "trendconv"]
+    trendconv = trendconv_command()
     commands = {
         "trendconv --version": [*trendconv, "--version"],
         "trendconv run examples/sample_dump -j2": [*trendconv, "run", str(SAMPLE), "-q", "-j2", "--db"],

@@ -1,10 +1,19 @@
-"""The benchmarks' results files: a re-run rewrites the measured part and keeps what was written by hand."""
+"""The benchmarks' results files: a re-run rewrites the measured part and keeps what was written by hand; the
+`trendconv run` command they time is read back from its own summary."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import sqlite3
 from pathlib import Path
 
+import pytest
+
 from benchmarks.report import NOTES_MARK, write_results
+from benchmarks.run import SAMPLE, run_command
+from datagen.monitor import generate
+from trendconv import formats
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,3 +44,30 @@ def test_every_results_file_with_notes_marks_where_they_start():
         "benchmarks/RESULTS-split.md",
         "benchmarks/RESULTS.md",
     ]
+
+
+def _counts_in(db: Path, files: int) -> dict:
+    tables = {"rows": "trend_data", "targets": "monitoring_targets", "tags": "monitoring_tags"}
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        counts = {key: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for key, table in tables.items()}
+        counts["tag_links"] = conn.execute("SELECT COUNT(*) FROM tag_target_mapping").fetchone()[0]
+    return {"files": files, **counts}
+
+
+@pytest.mark.parametrize("input_format", ["dump", "monitor"])
+def test_the_timed_command_is_read_from_its_summary(tmp_path, input_format):
+    if input_format == "dump":
+        data, files = SAMPLE, len(list(SAMPLE.glob("step*/*/dump.json")))
+    else:
+        data = tmp_path / "monitor"
+        generate(data, ranks=2, steps=2, layers=1, micro_batches=1, metrics=("actv",))
+        files = len(list(data.glob("*/*.csv")))
+    measured = run_command(input_format, data, tmp_path / "out", 2)
+    db = tmp_path / "out" / formats.get(input_format).db_name
+    stages = measured.stages[0]
+    assert (measured.counts, sorted(stages), measured.db_sha256) == (
+        _counts_in(db, files),
+        ["index", "load", "parse", "scan", "total"],
+        {hashlib.sha256(db.read_bytes()).hexdigest()},
+    )
+    assert stages["total"] <= measured.seconds[0]
