@@ -30,7 +30,7 @@ def is_file(path: Path) -> bool:
     return _is(path, stat.S_ISREG)
 
 
-def file_size(path: Path) -> int | None:
+def file_size(path: Path | str) -> int | None:
     """PATH's size when it is a regular file, else None (`is_file` with the size it looked at)."""
     found = _stat(path)
     return found.st_size if found is not None and stat.S_ISREG(found.st_mode) else None
@@ -41,14 +41,14 @@ def _is(path: Path, kind) -> bool:
     return found is not None and kind(found.st_mode)
 
 
-def _stat(path: Path) -> os.stat_result | None:
+def _stat(path: Path | str) -> os.stat_result | None:
     try:
         return os.stat(path)
     except OSError as exc:
         if exc.errno in _ABSENT:
             return None
         # Looking at PATH needs search permission on its directory: that directory is what cannot be read.
-        raise cannot_read(path.parent if exc.errno == errno.EACCES else path, exc) from None
+        raise cannot_read(Path(path).parent if exc.errno == errno.EACCES else path, exc) from None
 
 
 def check_data(data: Path) -> None:

@@ -7,6 +7,7 @@ every listing is sorted, a rank's newest run is used, and everything left out is
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -165,21 +166,23 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
 
 
 def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selection) -> list[CsvFile]:
+    """The run's accepted files. Per file only text is handled (a run may hold 100,000 files): its Path is made
+    when something asks for it."""
     files = []
     run_path = data / run.name
     for name in list_dir(run_path):
-        path = run_path / name
-        size = file_size(path)
+        size = file_size(os.path.join(run_path, name))
         if size is None:
             continue
-        metric = metric_of(name)
-        if metric is None:
+        named = _named(name)
+        if named is None:
             result.skipped_files[_skip_reason(name)] += 1
             continue
-        require_utf8(path)
+        if not name.isascii():  # the run directory's name was checked
+            require_utf8(run_path / name)
+        metric, *steps = named
         csv_file = CsvFile(run.rank, run.name, name, metric, data, size)
-        csv_file.__dict__["path"] = path  # the cached property, made once: a run may hold 100,000 files
-        steps = step_range(name, metric)
+        csv_file.__dict__["order"] = (run.rank, run.name, metric, *steps, name)  # the cached property: see `order`
         if selection.step_range(*steps):
             files.append(csv_file)
         else:
@@ -212,19 +215,25 @@ def _files_of(run_path: Path) -> str:
 def metric_of(name: str) -> str | None:
     """docs/monitor-format.md §3.2: the metric a file name is accepted for; the name need only start with
     `<metric>_<a>-<b>.csv`."""
-    parts = name.split("_")
-    if len(parts) < 2:
-        return None
-    metric = "_".join(parts[:-1])
-    if metric not in METRICS or step_range(name, metric) is None:
-        return None
-    return metric
+    named = _named(name)
+    return named and named[0]
+
+
+def _named(name: str) -> tuple[str, int, int] | None:
+    """The metric and the steps `<a>-<b>` of an accepted file name (see `metric_of`)."""
+    metric = name.rpartition("_")[0]
+    steps = step_range(name, metric) if metric in METRICS else None
+    return steps and (metric, *steps)
+
+
+# Compiled once: the scan and the load ask for every file's steps, and there may be 100,000 files.
+_STEPS = {metric: re.compile(rf"{metric}_(\d+)-(\d+)\.csv") for metric in METRICS}
 
 
 def step_range(name: str, metric: str) -> tuple[int, int] | None:
     """The `<a>-<b>` of the name: the reference never uses it; here it orders a metric's files, and a split
     output puts the files of one range in one database."""
-    match = re.match(rf"{metric}_(\d+)-(\d+)\.csv", name)
+    match = (_STEPS.get(metric) or re.compile(rf"{metric}_(\d+)-(\d+)\.csv")).match(name)
     return (int(match[1]), int(match[2])) if match else None
 
 
