@@ -21,6 +21,7 @@ from trendconv.formats import FORMATS
 from trendconv.formats.monitor import builder as monitor_builder
 from trendconv.formats.monitor.builder import MonitorBuilder
 from trendconv.parsing import read_manifest
+from trendconv.parsing.reuse import present_shards
 
 INT64 = "an integer from -9223372036854775808 to 9223372036854775807"
 COUNT = "an integer from 0 to 9223372036854775807"
@@ -473,6 +474,21 @@ def test_directories_where_work_files_should_be(out, data):
         f"error: {work / 'monitor'}: cannot use it as the WORK directory: Not a directory"
     )
     assert leftovers(out) == []
+
+
+def test_the_names_under_the_shard_directory_are_listed_once_or_not_at_all(out):
+    """A parse looks at WORK's shard directory once (`present_shards`), not at each unit's shard file; where the
+    listing fails, each shard is looked at on its own (the test above has the errors that follow)."""
+    dump, monitor = out / ".trendconv" / "dump", out / ".trendconv" / "monitor"
+    [chunk] = (monitor / "shards" / "_chunks").iterdir()
+    assert [present_shards(dump), present_shards(monitor), present_shards(out / "nothing")] == [
+        {"step0_rank0.parquet", "step1_rank0.parquet"},
+        {"_chunks", f"_chunks/{chunk.name}"},
+        set(),
+    ]
+    shutil.rmtree(dump / "shards")
+    (dump / "shards").write_text("not a directory")
+    assert present_shards(dump) is None
 
 
 def test_a_fifo_in_place_of_a_shard_is_never_opened(out):

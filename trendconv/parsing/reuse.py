@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,14 +17,20 @@ OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 STATUSES = (OK, STALE, CORRUPT, MISSING)
 
 
-def status_of(task: ParseTask, options: dict | None = None, chunks: Chunks | None = None) -> tuple[str, dict | None]:
+def status_of(
+    task: ParseTask, options: dict | None = None, chunks: Chunks | None = None, present: set[str] | None = None
+) -> tuple[str, dict | None]:
     """ok (reusable), stale (sources, options or shard format changed), corrupt (not a valid shard of the
     task's unit) or missing, and the shard's meta: of the unit's own shard file, or else of its shard in one of
     CHUNKS (a format with `Format.chunked`; the first good one in file-name order).
 
-    OPTIONS stands in for the task's `options.record()` where only that record is known (inspect).
+    OPTIONS stands in for the task's `options.record()` where only that record is known (inspect). PRESENT, the
+    names under the shard directory (`present_shards`), spares a look at each absent shard file.
     """
-    status, meta = _own_status(task, options)
+    if present is not None and task.format.shard_name(task.unit) not in present:
+        status, meta = MISSING, None
+    else:
+        status, meta = _own_status(task, options)
     if status == OK or chunks is None:
         return status, meta
     held = chunks.units.get(task.format.shard_name(task.unit), [])
@@ -36,6 +43,19 @@ def status_of(task: ParseTask, options: dict | None = None, chunks: Chunks | Non
     if status == MISSING and task.format.shard_name(task.unit) in chunks.damaged:
         return CORRUPT, None
     return status, meta
+
+
+def present_shards(part: Path) -> set[str] | None:
+    """The shard names (`Format.shard_name`) of every entry under PART's shard directory, or None where a
+    directory in it cannot be listed (each shard is then looked at on its own, and such a failure named)."""
+    directory, failed = shards.shard_dir(part), []
+    if not directory.exists():
+        return set()
+    names = set()
+    for parent, directories, files in os.walk(directory, onerror=failed.append):
+        relative = os.path.relpath(parent, directory)
+        names.update(name if relative == "." else f"{relative}/{name}" for name in files + directories)
+    return None if failed else names
 
 
 def _own_status(task: ParseTask, options: dict | None) -> tuple[str, dict | None]:

@@ -23,7 +23,15 @@ from trendconv.executors import Executor, InlineExecutor, default_workers, local
 from trendconv.formats import Format, Scanned
 from trendconv.options import ParseOptions
 from trendconv.parsing.manifest import start_parse, write_manifest
-from trendconv.parsing.reuse import OK, chunks_of, foreign_warnings, in_use, remove_orphans, status_of
+from trendconv.parsing.reuse import (
+    OK,
+    chunks_of,
+    foreign_warnings,
+    in_use,
+    present_shards,
+    remove_orphans,
+    status_of,
+)
 from trendconv.parsing.tasks import ChunkJob, ParseTask, parse_chunk, parse_together, source_stats
 from trendconv.summaries import ParseSummary
 
@@ -69,7 +77,8 @@ def run_parse(
     workdir.move_old_part(work, fmt)
     start_parse(data, part, options, fmt)
     chunks = chunks_of(part, fmt) if fmt.chunked else None
-    statuses = [(task, *status_of(task, chunks=chunks)) for task in tasks]
+    present = present_shards(part)
+    statuses = [(task, *status_of(task, chunks=chunks, present=present)) for task in tasks]
     summary.removed_orphans, foreign = remove_orphans(
         part, tasks, fmt, options.selection, chunks, in_use(statuses) if chunks else None
     )
