@@ -14,6 +14,8 @@ from helpers import (
     A1_DATA,
     A2_CONSTRUCT,
     A2_DATA,
+    ACTV,
+    RUN,
     UNHASHABLE_DATA,
     T,
     V,
@@ -478,3 +480,24 @@ def test_the_garbage_collector_is_paused_while_the_stages_run_and_back_after(tmp
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_tasks_shard_file_is_its_shard_path_as_text(tmp_path):
+    """The main process keys and compares tasks by `shard_file`, made without a Path; the manifest names each
+    unit's shard by `Format.shard_name`, which is that path under the shard directory."""
+    data = tmp_path / "data"
+    write_run(data, {"actv_0-1.csv": ACTV})
+    for step in range(2):
+        write_file_set(data / f"step{step}" / "rank0", A1_DATA, A1_CONSTRUCT)
+    tasks = [task for fmt in FORMATS.values() for task in plan(data, tmp_path / "work", api.ParseOptions(), fmt)[1]]
+    assert [task.shard_file for task in tasks] == [str(task.shard_path) for task in tasks]
+    assert [task.shard_path.relative_to(shards.shard_dir(task.part)).as_posix() for task in tasks] == [
+        "step0_rank0.parquet",
+        "step1_rank0.parquet",
+        f"{RUN}/actv_0-1.csv.parquet",
+    ]
+    assert [task.format.shard_name(task.unit) for task in tasks] == [
+        "step0_rank0.parquet",
+        "step1_rank0.parquet",
+        f"{RUN}/actv_0-1.csv.parquet",
+    ]

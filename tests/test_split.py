@@ -344,6 +344,22 @@ def test_shard_lists_give_back_what_they_were_given():
         kept[600]
 
 
+def test_a_shard_made_from_text_is_the_shard_of_that_path():
+    """A shard list gives its shards back with their paths as text (`Shard.text`): the Path is made when asked
+    for, and such a shard equals the one made with the Path."""
+    from trendconv.shards import Shard
+
+    name = os.fsdecode(b"/w/\xff/a.parquet")
+    given, kept = Shard(Path(name), {"rows": 1}), Shard(name, {"rows": 1})
+    assert (kept.text, given.text, kept.path, kept == given, kept == Shard(name, {"rows": 2})) == (
+        name,
+        name,
+        Path(name),
+        True,
+        False,
+    )
+
+
 def _meta(fmt_name: str, step: int, rows: int) -> dict:
     """The footer fields that place a shard in its group: a step directory, or a CSV file of two steps."""
     if fmt_name == "dump":

@@ -34,6 +34,10 @@ class Packed:
         return Path(self.where)
 
     @property
+    def text(self) -> str:
+        return self.where
+
+    @property
     def meta(self) -> dict:
         return orjson.loads(self.packed)
 
@@ -42,12 +46,12 @@ def packed(shard: shards.Shard | Packed) -> Packed:
     if isinstance(shard, Packed):
         return shard
     # copied to a bytes object of its own size: orjson's own keeps the 4 kB it was written into
-    return Packed(str(shard.path), bytes(memoryview(orjson.dumps(shard.meta))))
+    return Packed(shard.text, bytes(memoryview(orjson.dumps(shard.meta))))
 
 
 def unpacked(shard: shards.Shard | Packed) -> shards.Shard:
     if isinstance(shard, Packed):
-        return shards.Shard(shard.path, shard.meta)
+        return shards.Shard(shard.where, shard.meta)
     return shard
 
 
@@ -100,7 +104,7 @@ class ShardList(Sequence):
 
     def append(self, shard: shards.Shard | Packed) -> None:
         # the path's bytes as latin-1 text: any byte a file name may hold survives the JSON
-        self._tail.append((os.fsencode(shard.path).decode("latin-1"), shard.meta))
+        self._tail.append((os.fsencode(shard.text).decode("latin-1"), shard.meta))
         if len(self._tail) == self.BLOCK:
             self.close()
 
@@ -157,4 +161,4 @@ class ShardList(Sequence):
 
 def _whole(item) -> shards.Shard:
     path, meta = item
-    return shards.Shard(Path(os.fsdecode(path.encode("latin-1"))), meta)
+    return shards.Shard(os.fsdecode(path.encode("latin-1")), meta)

@@ -105,9 +105,9 @@ class Feeder:
     def __init__(self, fmt: Format, out_dir: Path, split: Split, *, index: bool, on_loaded, executor=None):
         self.fmt, self.out_dir, self.split, self.index = fmt, out_dir, split, index
         self.on_loaded, self.executor = on_loaded, executor
-        self.order: list[Path] = []
+        self.order: list[str] = []  # the shards' paths as text (`shards.Shard.text`)
         # parsed, not yet taken (a shard before it is not ready, or the load is behind): packed meanwhile
-        self.ready: dict[Path, Packed] = {}
+        self.ready: dict[str, Packed] = {}
         self.next = 0
         self.seconds = 0.0
         self.done = ShardList()  # every shard, in processing order, as it was taken (trendconv.loading.records)
@@ -119,18 +119,18 @@ class Feeder:
 
     def plan(self, tasks: list) -> None:
         """TASKS: the parse tasks (trendconv.parsing.ParseTask), each of which will be ready once."""
-        self.order = [task.shard_path for task in sorted(tasks, key=lambda task: task.order)]
+        self.order = [task.shard_file for task in sorted(tasks, key=lambda task: task.order)]
 
     def shard_ready(self, task, meta: dict) -> None:
-        shard = shards.Shard(task.shard_path, meta)
+        shard = shards.Shard(task.shard_file, meta)
         # The next in order is taken at once (a chunk's units come in order); the others wait packed.
-        self.ready[shard.path] = shard if self._next_is(shard.path) else packed(shard)
+        self.ready[task.shard_file] = shard if self._next_is(task.shard_file) else packed(shard)
         # For a format that is not streamed too: the shards then wait in `done`, in compressed blocks, rather than
         # each packed on its own (~700 bytes a monitor file).
         self._take()
 
-    def _next_is(self, path: Path) -> bool:
-        return self.next < len(self.order) and self.order[self.next] == path
+    def _next_is(self, text: str) -> bool:
+        return self.next < len(self.order) and self.order[self.next] == text
 
     def abort(self) -> None:
         if self.builder is not None:
@@ -170,8 +170,7 @@ class Feeder:
     def _take(self) -> None:
         started = time.perf_counter()
         while self.next < len(self.order) and self.order[self.next] in self.ready:
-            path = self.order[self.next]
-            shard = unpacked(self.ready.pop(path))
+            shard = unpacked(self.ready.pop(self.order[self.next]))
             self.done.append(shard)
             steps = self.census.add(self.fmt, shard.meta)
             self.next += 1

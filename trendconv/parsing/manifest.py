@@ -23,29 +23,22 @@ def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> N
 
 
 def write_manifest(
-    part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format, located: dict[Path, str] | None = None
+    part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format, located: dict[str, str] | None = None
 ) -> None:
     """The complete shard list, in processing order: written last, it says the parse finished. LOCATED: the
-    chunk file of each unit whose shard is in one (by its shard path); the others have their own files."""
+    chunk file of each unit whose shard is in one (by its `ParseTask.shard_file`); the others have their own files."""
     directory = shards.shard_dir(part)
     document = {
         "shard_format": shards.SHARD_FORMAT,
         "input_format": fmt.name,
         "options": options.record(),
-        "shards": [_under(task.shard_path, directory) for task in tasks],
+        "shards": [fmt.shard_name(task.unit) for task in tasks],
     }
     if located:
         relative = functools.cache(lambda chunk: _relative(chunk, directory))  # a chunk holds up to 256 units
-        document["located"] = _runs([relative(located.get(task.shard_path)) for task in tasks])
+        document["located"] = _runs([relative(located.get(task.shard_file)) for task in tasks])
     _record_selection(document, options)
     workdir.write_json_atomic(workdir.manifest_path(part), document)
-
-
-def _under(path: Path, directory: Path) -> str:
-    """PATH, a shard path under DIRECTORY, relative to it: by its text, as `relative_to` parses a path again
-    (thousands of units a second)."""
-    text, prefix = str(path), f"{directory}/"
-    return text[len(prefix) :] if text.startswith(prefix) else path.relative_to(directory).as_posix()
 
 
 def _relative(chunk: str | None, directory: Path) -> str | None:

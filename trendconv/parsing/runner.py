@@ -106,7 +106,7 @@ def _taken(summary: ParseSummary, located: dict, task: ParseTask, meta: dict, on
     """A unit's shard is ready: counted, its file noted for the manifest, and told of."""
     _count(summary, meta, reused=reused)
     if "chunk" in meta:
-        located[task.shard_path] = meta["chunk"]
+        located[task.shard_file] = meta["chunk"]
     if on_shard:
         on_shard(task, meta, reused)
 
@@ -171,7 +171,7 @@ def chunk_jobs(todo: list[ParseTask], held: set[Path], sizes: list[int] | None =
     jobs: list[ChunkJob] = []
     taken: set[Path] = set()
     for group in chunks(todo, CHUNK_UNITS, sizes):
-        digest = hashlib.sha256(orjson.dumps([group[0].options.record(), *(str(task.shard_path) for task in group)]))
+        digest = hashlib.sha256(orjson.dumps([group[0].options.record(), *(task.shard_file for task in group)]))
         path = _free_path(group[0], digest.hexdigest()[:24], held, taken)
         taken.add(path)
         jobs.append(ChunkJob(group, path))

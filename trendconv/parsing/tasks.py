@@ -25,6 +25,11 @@ class ParseTask:
     def shard_path(self) -> Path:
         return _shard_dir(self.part) / self.format.shard_name(self.unit)
 
+    @functools.cached_property
+    def shard_file(self) -> str:
+        """`shard_path` as text, made without a Path: the main process keeps and compares every task's."""
+        return f"{_shard_dir_text(self.part)}/{self.format.shard_name(self.unit)}"
+
     @property
     def order(self) -> tuple:
         return self.format.order(self.unit)
@@ -32,10 +37,15 @@ class ParseTask:
     def __getstate__(self) -> dict:
         """Without the cached shard path: tasks travel to workers 256 to a chunk, and a pickled Path costs more
         to read back than to make again."""
-        return {key: value for key, value in self.__dict__.items() if key != "shard_path"}
+        return {key: value for key, value in self.__dict__.items() if key not in ("shard_path", "shard_file")}
 
 
 _shard_dir = functools.lru_cache(maxsize=8)(shards.shard_dir)  # one part of WORK for thousands of tasks
+
+
+@functools.lru_cache(maxsize=8)
+def _shard_dir_text(part: Path) -> str:
+    return str(_shard_dir(part))
 
 
 def source_stats(task: ParseTask) -> list[dict]:

@@ -9,7 +9,6 @@ have (`Format.shard_schema`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,10 +33,34 @@ SHARD_DIR = "shards"
 DICT_STRING = pa.dictionary(pa.int32(), pa.string())
 
 
-@dataclass(frozen=True)
 class Shard:
-    path: Path  # the unit's shard: its own file, or its name in a chunk
-    meta: dict  # the footer document (in a chunk: the unit's entry, with its chunk and first row)
+    """A unit's shard: `path`, its own file or its name in a chunk, and `meta`, the footer document (in a chunk:
+    the unit's entry, with its chunk and first row). Made from the path's text, it makes the Path when asked for:
+    the load stage hands 100,000 shards around, and most are never opened by their own path."""
+
+    __slots__ = ("_path", "meta")
+
+    def __init__(self, path: Path | str, meta: dict):
+        self._path, self.meta = path, meta
+
+    @property
+    def path(self) -> Path:
+        if type(self._path) is str:
+            self._path = Path(self._path)
+        return self._path
+
+    @property
+    def text(self) -> str:
+        """The path as text, without making a Path."""
+        return self._path if type(self._path) is str else str(self._path)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Shard and (self.path, self.meta) == (other.path, other.meta)
+
+    __hash__ = None  # as the meta, a dict
+
+    def __repr__(self) -> str:
+        return f"Shard(path={self.path!r}, meta={self.meta!r})"
 
     @property
     def file(self) -> Path:
