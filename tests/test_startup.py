@@ -60,6 +60,53 @@ def test_a_command_imports_no_option_validator_and_no_web_client(tmp_path):
     assert _imported(*args, watched=("pydantic", "urllib.request")) == "exit 0\n[]\n"
 
 
+# A numpy that notes which process imported it, then fails as an absent one would: pyarrow goes on without it.
+_FAKE_NUMPY = """
+import os
+with open(os.path.join(os.environ["NUMPY_MARKS"], str(os.getpid())), "w"):
+    pass
+raise ImportError("a fake numpy")
+"""
+
+
+def _numpy_imports(tmp_path: Path, command: list[str]) -> list:
+    """The processes of COMMAND (its exit status 0) that imported numpy, with numpy importable."""
+    (tmp_path / "fake" / "numpy").mkdir(parents=True)
+    (tmp_path / "fake" / "numpy" / "__init__.py").write_text(_FAKE_NUMPY)
+    (tmp_path / "marks").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "NUMPY_MARKS": str(tmp_path / "marks")}
+    env[POOL_MIN_BYTES_ENV] = "0"
+    process = subprocess.Popen(command, env=env)
+    assert process.wait(120) == 0
+    marks = sorted(os.listdir(tmp_path / "marks"), key=lambda name: int(name) != process.pid)
+    return [int(name) if int(name) != process.pid else "the command" for name in marks]
+
+
+def _two_steps(tmp_path: Path) -> Path:
+    for step in range(2):
+        write_file_set(tmp_path / "data" / f"step{step}" / "rank0", A1_DATA, A1_CONSTRUCT)
+    return tmp_path / "data"
+
+
+def test_the_command_and_its_workers_leave_numpy_alone(tmp_path):
+    """pyarrow imports numpy where it is installed (~50 ms a process), and trendconv gives it nothing to do:
+    neither the command's process nor the pool's forkserver and workers import it (trendconv.executors.numpyless)."""
+    data, out = _two_steps(tmp_path), tmp_path / "out"
+    command = [sys.executable, "-m", "trendconv", "run", str(data), "--db", str(out), "-j2", "-q", "--split-steps", "1"]
+    assert _numpy_imports(tmp_path, command) == []
+    assert sorted(path.name for path in out.glob("*.trend.db")) == [
+        "dump_data.steps-000000-000000.trend.db",
+        "dump_data.steps-000001-000001.trend.db",
+    ]
+
+
+def test_a_program_calling_the_library_keeps_its_numpy(tmp_path):
+    """Only the pool's processes, which are trendconv's alone, go without numpy."""
+    data, out = _two_steps(tmp_path), tmp_path / "out"
+    code = f"import trendconv; trendconv.convert({str(data)!r}, {str(out)!r}, workers=2)"
+    assert _numpy_imports(tmp_path, [sys.executable, "-c", code]) == ["the command"]
+
+
 def test_a_small_input_is_parsed_in_the_main_process_whatever_the_workers(tmp_path):
     data = tmp_path / "data"
     for step in range(2):

@@ -305,6 +305,7 @@ def load(
 
     Example: trendconv load ./work --db ./out --split-steps 100
     """
+    _without_numpy()
     import trendconv
 
     with report.Bars(("load",), enabled=not quiet) as bars:
@@ -421,7 +422,17 @@ def run(
 
 def _prestart(executor: str, workers: int | None, data: Path) -> None:
     if executor == "local":
+        _without_numpy()
         prestart(workers, data)
+
+
+_own_process = False  # set by `main`: this process is the command's, not a program's that runs the app
+
+
+def _without_numpy() -> None:
+    """Before the library is imported: see trendconv.executors.numpyless."""
+    if _own_process:
+        import trendconv.executors.numpyless  # noqa: F401
 
 
 def _mapping(path: Path | None) -> Path | None:
@@ -642,6 +653,8 @@ def data2db(
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
+    global _own_process
+    _own_process = True
     app(args=argv, prog_name="trendconv")
 
 

@@ -61,8 +61,8 @@ def _main_hidden():
 
 def _forkserver_context() -> multiprocessing.context.BaseContext:
     context = _WorkerContext()
-    # Workers fork from a server that has imported the parsers once, not each on its own.
-    context.set_forkserver_preload(["trendconv.parsing", *_parser_modules()])
+    # Workers fork from a server that has imported the parsers once, not each on its own (numpy hidden first).
+    context.set_forkserver_preload(["trendconv.executors.numpyless", "trendconv.parsing", *_parser_modules()])
     return context
 
 
