@@ -55,7 +55,9 @@ class Shard:
         return self._path if type(self._path) is str else str(self._path)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is Shard and (self.path, self.meta) == (other.path, other.meta)
+        if type(other) is not Shard:
+            return NotImplemented
+        return (self.path, self.meta) == (other.path, other.meta)
 
     __hash__ = None  # as the meta, a dict
 
