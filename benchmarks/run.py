@@ -180,7 +180,7 @@ def run_command(input_format: str, data: Path, out: Path, workers: int) -> Measu
 
 
 _COUNTS = re.compile(
-    r"^  (\d+) (?:file sets|monitor CSV files):.*\n  rows (\d+), targets (\d+), tags (\d+), tag links (\d+)$", re.M
+    r"^  (\d+) (?:file sets?|monitor CSV files?):.*\n  rows (\d+), targets (\d+), tags (\d+), tag links (\d+)$", re.M
 )
 _TIMES = re.compile(r"^  time: scan (\S+)s, parse (\S+)s, load (\S+)s \([^)]*\), index (\S+)s, total (\S+)s$", re.M)
 

@@ -490,14 +490,7 @@ def test_a_tasks_shard_file_is_its_shard_path_as_text(tmp_path):
     for step in range(2):
         write_file_set(data / f"step{step}" / "rank0", A1_DATA, A1_CONSTRUCT)
     tasks = [task for fmt in FORMATS.values() for task in plan(data, tmp_path / "work", api.ParseOptions(), fmt)[1]]
+    names = ["step0_rank0.parquet", "step1_rank0.parquet", f"{RUN}/actv_0-1.csv.parquet"]
     assert [task.shard_file for task in tasks] == [str(task.shard_path) for task in tasks]
-    assert [task.shard_path.relative_to(shards.shard_dir(task.part)).as_posix() for task in tasks] == [
-        "step0_rank0.parquet",
-        "step1_rank0.parquet",
-        f"{RUN}/actv_0-1.csv.parquet",
-    ]
-    assert [task.format.shard_name(task.unit) for task in tasks] == [
-        "step0_rank0.parquet",
-        "step1_rank0.parquet",
-        f"{RUN}/actv_0-1.csv.parquet",
-    ]
+    assert [task.shard_path.relative_to(shards.shard_dir(task.part)).as_posix() for task in tasks] == names
+    assert [task.format.shard_name(task.unit) for task in tasks] == names
