@@ -27,20 +27,18 @@ def status_of(
     OPTIONS stands in for the task's `options.record()` where only that record is known (inspect). PRESENT, the
     names under the shard directory (`present_shards`), spares a look at each absent shard file.
     """
-    if present is not None and task.format.shard_name(task.unit) not in present:
-        status, meta = MISSING, None
-    else:
-        status, meta = _own_status(task, options)
+    name = task.format.shard_name(task.unit)
+    status, meta = (MISSING, None) if present is not None and name not in present else _own_status(task, options)
     if status == OK or chunks is None:
         return status, meta
-    held = chunks.units.get(task.format.shard_name(task.unit), [])
+    held = chunks.units.get(name, [])
     record, sources = options or task.options.record(), source_stats(task) if held else None
     for candidate in held:
         if _same_unit(task, candidate) and candidate["options"] == record and candidate["sources"] == sources:
             return OK, candidate
     if status == MISSING and held:
         return STALE, held[0]
-    if status == MISSING and task.format.shard_name(task.unit) in chunks.damaged:
+    if status == MISSING and name in chunks.damaged:
         return CORRUPT, None
     return status, meta
 
