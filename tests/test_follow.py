@@ -4,6 +4,7 @@ follower stops, the database equals a batch `trendconv run` of the same data."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -72,11 +73,14 @@ def wait_for(condition, follower: Follower | None = None) -> None:
 
 
 def mark(db: Path) -> int:
-    """The batch the database holds (docs/live.md §4)."""
-    if not db.is_file():
+    """The batch the database holds (docs/live.md §4); 0 where there is none. Opened read-only: the follower may
+    rename the file between a listing and this open, and a plain connect would create an empty file at the old
+    name, which the next listing then shows."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as conn:
+            return conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.OperationalError:  # not there (any more)
         return 0
-    with sqlite3.connect(db) as conn:
-        return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
 def write_step(full: Path, data: Path, step: int) -> None:
