@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import A1_CONSTRUCT, A1_DATA, ACTV, GRAD, RUN, invoke, write_file_set, write_run
 
-from trendconv import api, schemas, shards
+from trendconv import api, schemas, shards, workdir
 from trendconv.cli import report
 from trendconv.errors import DataError
 from trendconv.formats import FORMATS
@@ -738,3 +738,28 @@ def test_monitor_shards_parsed_with_other_options_are_named():
         "mapping sha256 000000000000; re-run parse"
     )
     assert plan_monitor(iter([meta("actv_0-0.csv", True)])).metrics == ["actv"]
+
+
+DOCUMENTS = [
+    {"a": 1},
+    {},
+    {"z": [], "b": {"y": [1, {"q": 'é\n"x'}], "a": []}, "m": "\u2028", "n": None, "f": 1.5},
+    {"shards": ["a", 'b\\"c'], "located": [[None, 3], ["x/y.parquet", 2]]},
+]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_a_work_document_is_written_as_orjson_writes_it(tmp_path, document):
+    path = tmp_path / "doc.json"
+    workdir.write_json_atomic(path, document)
+    assert path.read_bytes() == orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    assert os.listdir(tmp_path) == ["doc.json"]
+
+
+@pytest.mark.parametrize("count", [0, 1, workdir.Streamed.BLOCK, workdir.Streamed.BLOCK * 2 + 1])
+def test_a_streamed_list_is_written_as_the_whole_list_would_be(tmp_path, count):
+    names = [f"run/é{number}.parquet" for number in range(count)]
+    path = tmp_path / "manifest.json"
+    workdir.write_json_atomic(path, {"shards": workdir.Streamed(iter(names)), "input_format": "monitor"})
+    whole = {"shards": names, "input_format": "monitor"}
+    assert path.read_bytes() == orjson.dumps(whole, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

@@ -12,10 +12,11 @@ inspect) finds such a part where it is; a parse moves it to WORK/<format> first 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import orjson
 
@@ -24,6 +25,8 @@ from trendconv.errors import DataError, OutputError, UsageError, cannot_write, m
 from trendconv.shards.files import shard_dir
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from trendconv.formats import Format
 
 LOCK, WORK_JSON, MANIFEST = "lock", "work.json", "manifest.json"
@@ -70,16 +73,53 @@ def forget_manifest(part: Path) -> None:
         raise OutputError(f"{path}: cannot remove the old manifest: {os_reason(exc, path)}") from None
 
 
+class Streamed:
+    """A list of strings in a document for `write_json_atomic`, written a block at a time: a manifest of 100,000
+    units need not be held as one list and one JSON text besides (the peak of a parse's memory)."""
+
+    BLOCK = 4096
+
+    def __init__(self, items: Iterable[str]) -> None:
+        self.items = items
+
+    def write(self, file: IO[bytes]) -> None:
+        items = iter(self.items)
+        first = True
+        while block := list(itertools.islice(items, self.BLOCK)):
+            file.write((b"[" if first else b",") + b",".join(b"\n    " + orjson.dumps(item) for item in block))
+            first = False
+        file.write(b"[]" if first else b"\n  ]")
+
+
 def write_json_atomic(path: Path, document: dict) -> None:
-    """Write to a temporary name, then rename; on failure (a full disk) nothing is left but an OutputError."""
+    """Write to a temporary name, then rename; on failure (a full disk) nothing is left but an OutputError. The
+    text is orjson's with sorted keys and an indent of 2, a `Streamed` value written as orjson would write its
+    list."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        with open(tmp, "wb") as file:
+            _write_document(file, document)
         os.replace(tmp, path)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)  # also when interrupted
+
+
+def _write_document(file: IO[bytes], document: dict) -> None:
+    """DOCUMENT (not empty) as orjson writes it with OPT_INDENT_2 and OPT_SORT_KEYS, one value at a time. A value's
+    own text is indented one level more: its line breaks are all between tokens (JSON strings escape theirs)."""
+    if not document:
+        file.write(b"{}\n")
+    for number, key in enumerate(sorted(document)):
+        file.write((b"," if number else b"{") + b"\n  " + orjson.dumps(key) + b": ")
+        value = document[key]
+        if isinstance(value, Streamed):
+            value.write(file)
+        else:
+            file.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).replace(b"\n", b"\n  "))
+    if document:
+        file.write(b"\n}\n")
 
 
 def read_json_document(path: Path, what: str, schema: schemas.Check) -> dict:

@@ -6,6 +6,7 @@ removes what the previous output left that the new one does not have (trendconv.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 
@@ -105,9 +106,9 @@ class Feeder:
     def __init__(self, fmt: Format, out_dir: Path, split: Split, *, index: bool, on_loaded, executor=None):
         self.fmt, self.out_dir, self.split, self.index = fmt, out_dir, split, index
         self.on_loaded, self.executor = on_loaded, executor
-        self.order: list[str] = []  # the shards' paths as text (`shards.Shard.text`)
-        # parsed, not yet taken (a shard before it is not ready, or the load is behind): packed meanwhile
-        self.ready: dict[str, Packed] = {}
+        self.order = array("q")  # the tasks' positions (`ParseTask.position`), in processing order
+        # parsed, not yet taken (a shard before it is not ready, or the load is behind), by position: packed meanwhile
+        self.ready: dict[int, Packed] = {}
         self.next = 0
         self.seconds = 0.0
         self.done = ShardList()  # every shard, in processing order, as it was taken (trendconv.loading.records)
@@ -119,18 +120,18 @@ class Feeder:
 
     def plan(self, tasks: list) -> None:
         """TASKS: the parse tasks (trendconv.parsing.ParseTask), each of which will be ready once."""
-        self.order = [task.shard_file for task in sorted(tasks, key=lambda task: task.order)]
+        self.order = array("q", [task.position for task in sorted(tasks, key=lambda task: task.order)])
 
     def shard_ready(self, task, meta: dict) -> None:
         shard = shards.Shard(task.shard_file, meta)
         # The next in order is taken at once (a chunk's units come in order); the others wait packed.
-        self.ready[task.shard_file] = shard if self._next_is(task.shard_file) else packed(shard)
+        self.ready[task.position] = shard if self._next_is(task.position) else packed(shard)
         # For a format that is not streamed too: the shards then wait in `done`, in compressed blocks, rather than
         # each packed on its own (~700 bytes a monitor file).
         self._take()
 
-    def _next_is(self, text: str) -> bool:
-        return self.next < len(self.order) and self.order[self.next] == text
+    def _next_is(self, position: int) -> bool:
+        return self.next < len(self.order) and self.order[self.next] == position
 
     def abort(self) -> None:
         if self.builder is not None:

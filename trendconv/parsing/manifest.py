@@ -23,20 +23,20 @@ def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> N
 
 
 def write_manifest(
-    part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format, located: dict[str, str] | None = None
+    part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format, located: list[str | None] | None = None
 ) -> None:
     """The complete shard list, in processing order: written last, it says the parse finished. LOCATED: the
-    chunk file of each unit whose shard is in one (by its `ParseTask.shard_file`); the others have their own files."""
+    chunk file of each task's shard (by `ParseTask.position`), None for a shard in a file of its own."""
     directory = shards.shard_dir(part)
     document = {
         "shard_format": shards.SHARD_FORMAT,
         "input_format": fmt.name,
         "options": options.record(),
-        "shards": [fmt.shard_name(task.unit) for task in tasks],
+        "shards": workdir.Streamed(fmt.shard_name(task.unit) for task in tasks),
     }
     if located:
         relative = functools.cache(lambda chunk: _relative(chunk, directory))  # a chunk holds up to 256 units
-        document["located"] = _runs([relative(located.get(task.shard_file)) for task in tasks])
+        document["located"] = _runs([relative(located[task.position]) for task in tasks])
     _record_selection(document, options)
     workdir.write_json_atomic(workdir.manifest_path(part), document)
 

@@ -125,13 +125,9 @@ def chunks_of(part: Path, fmt: Format) -> Chunks:
     return found
 
 
-def in_use(statuses: list[tuple[ParseTask, str, dict | None]]) -> set[Path]:
-    """The shard files (own or chunk) that hold the good shards of STATUSES."""
-    used = set()
-    for task, status, meta in statuses:
-        if status == OK:
-            used.add(Path(meta["chunk"]) if "chunk" in meta else task.shard_path)
-    return used
+def in_use(reused: list[tuple[ParseTask, dict]]) -> set[Path]:
+    """The shard files (own or chunk) that hold the good shards REUSED (each task with its shard's meta)."""
+    return {Path(meta["chunk"]) if "chunk" in meta else task.shard_path for task, meta in reused}
 
 
 def remove_orphans(
@@ -170,13 +166,14 @@ def remove_orphans(
 
 def _remove_chunks(chunks: Chunks, used: set[Path], tasks, fmt: Format, selection: Selection, directory: Path) -> int:
     """Remove the chunks none of whose units' shards is used; how many of their units are no longer in DATA."""
-    names = {fmt.shard_name(task.unit) for task in tasks}
+    names: set[str] | None = None  # the units' shard names, made only when a chunk goes
     gone = 0
     for path in chunks.broken:
         _remove(path, directory)
     for path, metas in chunks.holds.items():
         if path not in used and all(_selected(fmt, meta, selection) for meta in metas):
             _remove(path, directory)
+            names = {fmt.shard_name(task.unit) for task in tasks} if names is None else names
             gone += sum(fmt.meta_shard_name(meta) not in names for meta in metas)
     return gone
 

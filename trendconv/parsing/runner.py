@@ -45,7 +45,7 @@ def plan(data: Path, work: Path, options: ParseOptions, fmt: Format) -> tuple[Sc
     """Scan DATA for FMT's units (those OPTIONS select): one task each, in processing order."""
     scanned = fmt.scan(data, options.selection) if options.selection else fmt.scan(data)
     part = workdir.part(work, fmt)
-    return scanned, [ParseTask(unit, options, part, fmt) for unit in scanned.units]
+    return scanned, [ParseTask(unit, options, part, fmt, position) for position, unit in enumerate(scanned.units)]
 
 
 @pausing  # many long-lived objects, few cycles: trendconv.collector
@@ -78,35 +78,45 @@ def run_parse(
     start_parse(data, part, options, fmt)
     chunks = chunks_of(part, fmt) if fmt.chunked else None
     present = present_shards(part)
-    statuses = [(task, *status_of(task, chunks=chunks, present=present)) for task in tasks]
+    reused, todo = _sorted_out(tasks, chunks, present)
     summary.removed_orphans, foreign = remove_orphans(
-        part, tasks, fmt, options.selection, chunks, in_use(statuses) if chunks else None
+        part, tasks, fmt, options.selection, chunks, in_use(reused) if chunks else None
     )
     summary.warnings += foreign_warnings(part, foreign)
-    located, todo = {}, []
-    for task, status, meta in statuses:
-        if status == OK:
-            _taken(summary, located, task, meta, on_shard, reused=True)
-        else:
-            todo.append(task)
+    located: list[str | None] | None = None if chunks is None else [None] * len(tasks)
+    for task, meta in reused:
+        _taken(summary, located, task, meta, on_shard, reused=True)
     # what the chunk footers said is used now; only the names of the chunk files are needed further on
     held = None if chunks is None else set(chunks.holds)
-    del statuses, chunks
+    del reused, chunks
     sizes = [_size(task) for task in todo]  # each file looked at once: thousands of small files a second
     executor = executor or local_executor(_workers_for(workers, len(todo)), sum(sizes))
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
     with contextlib.closing(_results(executor, todo, sizes, held)) as results:
         for task, meta in results:
             _taken(summary, located, task, meta, on_shard, reused=False)
-    write_manifest(part, options, tasks, fmt, located if held is not None else None)
+    del todo, sizes, results  # what the manifest does not need: a run of many files peaks while it is written
+    write_manifest(part, options, tasks, fmt, located)
     return summary
 
 
-def _taken(summary: ParseSummary, located: dict, task: ParseTask, meta: dict, on_shard, *, reused: bool) -> None:
-    """A unit's shard is ready: counted, its file noted for the manifest, and told of."""
+def _sorted_out(tasks: list[ParseTask], chunks, present) -> tuple[list[tuple[ParseTask, dict]], list[ParseTask]]:
+    """The tasks whose shards are good, each with its shard's meta, and the tasks to parse (`status_of`)."""
+    reused, todo = [], []
+    for task in tasks:
+        status, meta = status_of(task, chunks=chunks, present=present)
+        if status == OK:
+            reused.append((task, meta))
+        else:
+            todo.append(task)
+    return reused, todo
+
+
+def _taken(summary: ParseSummary, located: list | None, task: ParseTask, meta: dict, on_shard, *, reused: bool) -> None:
+    """A unit's shard is ready: counted, its chunk file (if any) noted for the manifest, and told of."""
     _count(summary, meta, reused=reused)
-    if "chunk" in meta:
-        located[task.shard_file] = meta["chunk"]
+    if located is not None and "chunk" in meta:
+        located[task.position] = meta["chunk"]
     if on_shard:
         on_shard(task, meta, reused)
 

@@ -14,30 +14,31 @@ from trendconv.formats import Format
 from trendconv.options import ParseOptions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParseTask:
+    """Slotted, its shard's path made when asked for: the main process holds a task for every unit of the run while
+    it parses (100,000 monitor files and more)."""
+
     unit: object  # the format's unit (a dump file set, a monitor CSV file, ...)
     options: ParseOptions
     part: Path  # the format's part of WORK (trendconv.workdir)
     format: Format
+    # the task's place in the plan's list (trendconv.parsing.plan): the main process keys what it keeps of a task
+    # by this number rather than by its shard's path, which is ten times the size
+    position: int = 0
 
-    @functools.cached_property  # asked for several times per task, thousands of tasks a second
+    @property
     def shard_path(self) -> Path:
         return _shard_dir(self.part) / self.format.shard_name(self.unit)
 
-    @functools.cached_property
+    @property
     def shard_file(self) -> str:
-        """`shard_path` as text, made without a Path: the main process keeps and compares every task's."""
+        """`shard_path` as text, made without a Path."""
         return f"{_shard_dir_text(self.part)}/{self.format.shard_name(self.unit)}"
 
     @property
     def order(self) -> tuple:
         return self.format.order(self.unit)
-
-    def __getstate__(self) -> dict:
-        """Without the cached shard path: tasks travel to workers 256 to a chunk, and a pickled Path costs more
-        to read back than to make again."""
-        return {key: value for key, value in self.__dict__.items() if key not in ("shard_path", "shard_file")}
 
 
 _shard_dir = functools.lru_cache(maxsize=8)(shards.shard_dir)  # one part of WORK for thousands of tasks

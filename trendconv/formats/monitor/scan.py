@@ -6,7 +6,6 @@ every listing is sorted, a rank's newest run is used, and everything left out is
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections import Counter
@@ -26,9 +25,11 @@ _PART = re.compile(r"\w+_\d+-\d+_part_\d+\.csv$")
 _TIME_FORMAT, _YEAR = "%b%d_%H-%M-%S %Y", "2000"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CsvFile:
-    """One monitor CSV file: the unit of work of the parse stage."""
+    """One monitor CSV file: the unit of work of the parse stage. Slotted and without cached values: the main
+    process holds one for every file of the run while it parses (100,000 files and more), and what it holds per
+    file is what makes its memory grow with the file count."""
 
     rank: int
     run_dir: str
@@ -36,31 +37,29 @@ class CsvFile:
     metric: str
     data: Path
     size: int | None = field(default=None, compare=False, repr=False)  # in bytes, as the scan found it
+    # the steps <a>-<b> of the name, as the scan found them (else read from the name when asked for)
+    first: int | None = field(default=None, compare=False, repr=False)
+    last: int | None = field(default=None, compare=False, repr=False)
 
-    @functools.cached_property  # asked for several times per file: by the scan, the parse and messages
+    @property
     def path(self) -> Path:
         return self.data / self.run_dir / self.name
-
-    def __getstate__(self) -> dict:
-        """Without the cached properties: a worker makes the path again from its text faster than a pickled Path
-        is read back, and needs no order."""
-        return {key: value for key, value in self.__dict__.items() if key not in _CACHED}
 
     @property
     def relative(self) -> str:
         return f"{self.run_dir}/{self.name}"
 
-    @functools.cached_property  # the scan and the load stage sort by it
+    @property
     def order(self) -> tuple:
-        return order(self.rank, self.run_dir, self.name, self.metric)
+        """Processing order (see `order`); the scan and the load stage sort by it."""
+        if self.first is None:
+            return order(self.rank, self.run_dir, self.name, self.metric)
+        return (self.rank, self.run_dir, self.metric, self.first, self.last, self.name)
 
     @property
     def identity(self) -> dict:
         """What its shard's meta says of it."""
         return {"rank": self.rank, "run_dir": self.run_dir, "file": self.name, "metric": self.metric}
-
-
-_CACHED = ("path", "order")  # CsvFile's cached properties
 
 
 def order(rank: int, run_dir: str, name: str, metric: str) -> tuple:
@@ -180,14 +179,13 @@ def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selectio
             continue
         if not name.isascii():  # the run directory's name was checked
             require_utf8(run_path / name)
-        metric, *steps = named
-        csv_file = CsvFile(run.rank, run.name, name, metric, data, size)
-        csv_file.__dict__["order"] = (run.rank, run.name, metric, *steps, name)  # the cached property: see `order`
-        if selection.step_range(*steps):
+        metric, first, last = named
+        csv_file = CsvFile(run.rank, run.name, name, metric, data, size, first, last)
+        if selection.step_range(first, last):
             files.append(csv_file)
         else:
             result.left_out["monitor CSV file"] += 1
-            if selection.steps.meets(*steps):
+            if selection.steps.meets(first, last):
                 result.partly.append(csv_file)
     return files
 
@@ -221,11 +219,12 @@ def metric_of(name: str) -> str | None:
 
 def _named(name: str) -> tuple[str, int, int] | None:
     """The metric and the steps `<a>-<b>` of an accepted file name (see `metric_of`)."""
-    metric = name.rpartition("_")[0]
-    steps = step_range(name, metric) if metric in METRICS else None
+    metric = _METRICS.get(name.rpartition("_")[0])  # the one string of each metric, not one per file
+    steps = step_range(name, metric) if metric else None
     return steps and (metric, *steps)
 
 
+_METRICS = {metric: metric for metric in METRICS}
 # Compiled once: the scan and the load ask for every file's steps, and there may be 100,000 files.
 _STEPS = {metric: re.compile(rf"{metric}_(\d+)-(\d+)\.csv") for metric in METRICS}
 
