@@ -7,13 +7,10 @@ batches of about BATCH_ROWS. Ids are dense and given in first-seen order; the fi
 from __future__ import annotations
 
 import functools
-import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -33,25 +30,6 @@ from trendconv.summaries import LoadSummary
 
 _KEY_SEPARATOR = "\x1f"
 
-
-class Unchecked(NamedTuple):
-    """What `_check_chunk` reads of a unit's meta, kept for every unit until its chunk is read: a tuple, with the
-    micro-step counts as their JSON, is a third of the size of a dict with a list of lists (100,000 files and more)."""
-
-    row_start: int
-    rows: int
-    rank: int
-    metric: str
-    has_micro_step: bool
-    counts: str  # the meta's micro_steps_per_step as JSON text (`_text`)
-
-    @classmethod
-    def of(cls, meta: dict) -> Unchecked:
-        counts = _text(meta["micro_steps_per_step"])
-        metric = sys.intern(meta["metric"])  # one string per metric, not one per file
-        return cls(meta["row_start"], meta["rows"], meta["rank"], metric, meta["has_micro_step"], counts)
-
-
 BATCH_ROWS = 65536
 
 
@@ -61,6 +39,8 @@ class MonitorBuilder:
 
     _run: list | None = None  # [chunk, first row, end]: the rows of consecutive units of one chunk, not yet sliced
     _writer: Writer | None = None  # inserts the rows on a thread of its own, from the plan on
+    # the chunk file whose units are being taken, the file their errors name, and those units' metas, not yet checked
+    _visit: tuple[str, Path, list[dict]] | None = None
 
     @writes_db
     def __init__(self, out_dir: Path, *, index: bool = True, name: str | None = None, carry: list | None = None):
@@ -82,18 +62,9 @@ class MonitorBuilder:
     def _unit_rows(self) -> shards.UnitRows:
         return shards.UnitRows()
 
-    @functools.cached_property
-    def _unchecked(self) -> dict[str, list[Unchecked]]:
-        """Chunk file -> the units with rows it holds for this build, not yet checked."""
-        return {}
-
-    @functools.cached_property
-    def _checked(self) -> set[str]:
-        return set()
-
     @writes_db
     def plan(self, metas: Iterable[dict]) -> MonitorPlan:
-        plan = self._plan = plan_monitor(self._grouped(metas), self._carry)
+        plan = self._plan = plan_monitor(metas, self._carry)
         self.summary.warnings.extend(plan.warnings)
         self._metric_ids = schema.metric_ids(plan.metrics)
         self._step_keys = pa.array(sorted(plan.offsets), pa.int64())
@@ -117,21 +88,8 @@ class MonitorBuilder:
         if not meta["rows"] or meta["metric"] not in self._metric_ids:
             return None
         table = self._unit_rows.read(shard, schema_of(meta["stats"]))
-        chunk = meta.get("chunk")
-        if chunk in self._unchecked:  # the chunk's first unit: every unit of it that this build takes, at once
-            _check_chunk(shard.file, self._unit_rows.whole(chunk), self._unchecked.pop(chunk))
-            self._checked.add(chunk)
-        elif chunk not in self._checked:
-            _check_rows(shard, table)
+        _check_rows(shard, table)
         return table
-
-    def _grouped(self, metas: Iterable[dict]) -> Iterator[dict]:
-        """METAS, as the units this build takes from each chunk file are noted, so that their rows are checked once
-        per chunk: only what the check reads is kept (a whole meta is ~2.5 KB, and there may be 100,000)."""
-        for meta in metas:
-            if "chunk" in meta and meta["rows"]:
-                self._unchecked.setdefault(meta["chunk"], []).append(Unchecked.of(meta))
-            yield meta
 
     @writes_db
     def add(self, shard: shards.Shard) -> None:
@@ -156,13 +114,29 @@ class MonitorBuilder:
         chunk = meta["chunk"]
         if self._run is not None and (self._run[0] != chunk or self._run[2] != meta["row_start"]):
             self._close_run()
+        self._note(shard)
         start, count = self._unit_rows.span(shard, schema_of(meta["stats"]))
-        if chunk in self._unchecked:
-            _check_chunk(shard.file, self._unit_rows.whole(chunk), self._unchecked.pop(chunk))
         if self._run is None:
             self._run = [chunk, start, start]
         self._run[2] += count
         self._count(count)
+
+    def _note(self, shard: shards.Shard) -> None:
+        """SHARD's unit is checked with the other units this build takes from its chunk file in a row, at once:
+        when the units of another chunk come (or at `seal`), while the chunk is still read. Only the metas of one
+        chunk's units wait (a load of 100,000 files that noted every unit's before the first row grew with them)."""
+        chunk = shard.meta["chunk"]
+        if self._visit is not None and self._visit[0] != chunk:
+            self._check_visit()
+        if self._visit is None:
+            self._visit = (chunk, shard.file, [])
+        self._visit[2].append(shard.meta)
+
+    def _check_visit(self) -> None:
+        if self._visit is not None:
+            chunk, path, metas = self._visit
+            self._visit = None
+            _check_chunk(path, self._unit_rows.whole(chunk), metas)
 
     def _close_run(self) -> None:
         if self._run is not None:
@@ -237,6 +211,7 @@ class MonitorBuilder:
         if self._plan is None:
             raise DataError("no monitor shards to load")
         started = time.perf_counter()
+        self._check_visit()
         self._flush()
         self._writer.finish(self.summary)
         targets = [(tid, *_split_key(key)) for key, tid in self._targets.items()]
@@ -277,32 +252,32 @@ def _check_rows(shard: shards.Shard, table: pa.Table) -> None:
         raise shards.rows_mismatch(shard.file, "their micro-step counts per step are not the footer's")
 
 
-def _check_chunk(path: Path, table: pa.Table, metas: list[Unchecked]) -> None:
+def _check_chunk(path: Path, table: pa.Table, metas: list[dict]) -> None:
     """`_check_rows` of every unit of METAS (with rows, in the chunk file PATH whose rows are TABLE) at once: one
     grouping of the chunk's rows by (unit, step), where checking unit by unit cost more than the parse."""
-    metas = sorted(metas, key=lambda meta: meta.row_start)
+    metas = sorted(metas, key=lambda meta: meta["row_start"])
     found = _per_unit(table, metas)
     for index, meta in enumerate(metas):
         ranks, metrics, counts = found.get(index, (set(), set(), []))
-        if ranks != {meta.rank}:
-            detail = f"rank {min(ranks)}..{max(ranks)} in the rows, {meta.rank} in the footer"
+        if ranks != {meta["rank"]}:
+            detail = f"rank {min(ranks)}..{max(ranks)} in the rows, {meta['rank']} in the footer"
             raise shards.rows_mismatch(path, detail)
-        if metrics != {meta.metric}:
-            raise shards.rows_mismatch(path, f"metrics {sorted(metrics)} in the rows, {meta.metric!r} in the footer")
-        if not meta.has_micro_step:
+        if metrics != {meta["metric"]}:
+            raise shards.rows_mismatch(path, f"metrics {sorted(metrics)} in the rows, {meta['metric']!r} in the footer")
+        if not meta["has_micro_step"]:
             counts = [[step, 1] for step, _ in counts]
-        if _text(counts) != meta.counts:
+        if counts != meta["micro_steps_per_step"]:
             raise shards.rows_mismatch(path, "their micro-step counts per step are not the footer's")
 
 
-def _per_unit(table: pa.Table, metas: list[Unchecked]) -> dict[int, tuple[set, set, list]]:
+def _per_unit(table: pa.Table, metas: list[dict]) -> dict[int, tuple[set, set, list]]:
     """Per unit (its index in METAS): its ranks, its metrics and [step, largest micro_step + 1] in step order."""
     ends, values, end = [], [], 0
     for index, meta in enumerate(metas):
-        if meta.row_start > end:  # rows of units this build does not take
-            ends.append(meta.row_start)
+        if meta["row_start"] > end:  # rows of units this build does not take
+            ends.append(meta["row_start"])
             values.append(-1)
-        end = meta.row_start + meta.rows
+        end = meta["row_start"] + meta["rows"]
         ends.append(end)
         values.append(index)
     if end < table.num_rows:
@@ -333,11 +308,6 @@ def _per_unit(table: pa.Table, metas: list[Unchecked]) -> dict[int, tuple[set, s
         else:
             counts.append([step, count])
     return found
-
-
-def _text(counts: list) -> str:
-    """COUNTS as JSON text: a str of its own length (orjson's bytes keep the capacity of its buffer, 4 KB)."""
-    return orjson.dumps(counts).decode()
 
 
 def _split_key(key: str) -> tuple[str, int, int]:
