@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import write_results
+from benchmarks.run import trendconv_command
 from datagen.dump import generate
 
 HERE = Path(__file__).resolve().parent
@@ -148,7 +149,7 @@ def bench_size(root: Path, full: Path, steps: int, ranks: int, workers: int) -> 
     drive = [sys.executable, "-m", "benchmarks.drive", "run", str(data), str(out), str(workers)]
     first = measure(drive)
     again = measure(drive)  # every shard reused: scan, reuse check, load
-    inspect = measure(["trendconv", "inspect", str(out / ".trendconv"), "--json"])
+    inspect = measure([*trendconv_command(), "inspect", str(out / ".trendconv"), "--json"])
     report = json.loads(first["stdout"])
     result = {
         "file_sets": count,
@@ -202,7 +203,7 @@ def machine() -> dict:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "system": f"{platform.system()} {platform.release()}",
-        "trendconv": subprocess.run(["trendconv", "--version"], capture_output=True, text=True).stdout.strip(),
+        "trendconv": subprocess.run([*trendconv_command(), "--version"], capture_output=True, text=True).stdout.strip(),
     }
 
 

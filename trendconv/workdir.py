@@ -74,8 +74,9 @@ def forget_manifest(part: Path) -> None:
 
 
 class Streamed:
-    """A list of strings in a document for `write_json_atomic`, written a block at a time: a manifest of 100,000
-    units need not be held as one list and one JSON text besides (the peak of a parse's memory)."""
+    """A list of strings, a top-level value of a document for `write_json_atomic`, written a block at a time: a
+    manifest of 100,000 units need not be held as one list and one JSON text besides (the peak of a parse's
+    memory)."""
 
     BLOCK = 4096
 
@@ -107,10 +108,11 @@ def write_json_atomic(path: Path, document: dict) -> None:
 
 
 def _write_document(file: IO[bytes], document: dict) -> None:
-    """DOCUMENT (not empty) as orjson writes it with OPT_INDENT_2 and OPT_SORT_KEYS, one value at a time. A value's
-    own text is indented one level more: its line breaks are all between tokens (JSON strings escape theirs)."""
+    """DOCUMENT as orjson writes it with OPT_INDENT_2 and OPT_SORT_KEYS, one value at a time. A value's own text
+    is indented one level more: its line breaks are all between tokens (JSON strings escape theirs)."""
     if not document:
         file.write(b"{}\n")
+        return
     for number, key in enumerate(sorted(document)):
         file.write((b"," if number else b"{") + b"\n  " + orjson.dumps(key) + b": ")
         value = document[key]
@@ -118,8 +120,7 @@ def _write_document(file: IO[bytes], document: dict) -> None:
             value.write(file)
         else:
             file.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).replace(b"\n", b"\n  "))
-    if document:
-        file.write(b"\n}\n")
+    file.write(b"\n}\n")
 
 
 def read_json_document(path: Path, what: str, schema: schemas.Check) -> dict:

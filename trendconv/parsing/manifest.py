@@ -34,7 +34,7 @@ def write_manifest(
         "options": options.record(),
         "shards": workdir.Streamed(fmt.shard_name(task.unit) for task in tasks),
     }
-    if located:
+    if located and any(located):  # else every shard is in a file of its own, which the reader takes by default
         relative = functools.cache(lambda chunk: _relative(chunk, directory))  # a chunk holds up to 256 units
         document["located"] = _runs([relative(located[task.position]) for task in tasks])
     _record_selection(document, options)
