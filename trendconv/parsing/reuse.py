@@ -125,9 +125,9 @@ def chunks_of(part: Path, fmt: Format) -> Chunks:
     return found
 
 
-def in_use(reused: list[tuple[ParseTask, dict]]) -> set[Path]:
-    """The shard files (own or chunk) that hold the good shards REUSED (each task with its shard's meta)."""
-    return {Path(meta["chunk"]) if "chunk" in meta else task.shard_path for task, meta in reused}
+def holder(task: ParseTask, meta: dict) -> Path:
+    """The file (its own, or a chunk) that holds TASK's good shard, whose meta is META."""
+    return Path(meta["chunk"]) if "chunk" in meta else task.shard_path
 
 
 def remove_orphans(

@@ -7,6 +7,7 @@ it stopped. A manifest written last (`WORK/<format>/manifest.json`) says the set
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import os
@@ -27,7 +28,7 @@ from trendconv.parsing.reuse import (
     OK,
     chunks_of,
     foreign_warnings,
-    in_use,
+    holder,
     present_shards,
     remove_orphans,
     status_of,
@@ -78,17 +79,14 @@ def run_parse(
     start_parse(data, part, options, fmt)
     chunks = chunks_of(part, fmt) if fmt.chunked else None
     present = present_shards(part)
-    reused, todo = _sorted_out(tasks, chunks, present)
-    summary.removed_orphans, foreign = remove_orphans(
-        part, tasks, fmt, options.selection, chunks, in_use(reused) if chunks else None
-    )
-    summary.warnings += foreign_warnings(part, foreign)
     located: list[str | None] | None = None if chunks is None else [None] * len(tasks)
-    for task, meta in reused:
-        _taken(summary, located, task, meta, on_shard, reused=True)
+    take = functools.partial(_taken, summary, located, on_shard=on_shard, reused=True)
+    todo, used = _reuse(tasks, chunks, present, take)
+    summary.removed_orphans, foreign = remove_orphans(part, tasks, fmt, options.selection, chunks, used)
+    summary.warnings += foreign_warnings(part, foreign)
     # what the chunk footers said is used now; only the names of the chunk files are needed further on
     held = None if chunks is None else set(chunks.holds)
-    del reused, chunks
+    del chunks, used
     sizes = [_size(task) for task in todo]  # each file looked at once: thousands of small files a second
     executor = executor or local_executor(_workers_for(workers, len(todo)), sum(sizes))
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
@@ -100,16 +98,20 @@ def run_parse(
     return summary
 
 
-def _sorted_out(tasks: list[ParseTask], chunks, present) -> tuple[list[tuple[ParseTask, dict]], list[ParseTask]]:
-    """The tasks whose shards are good, each with its shard's meta, and the tasks to parse (`status_of`)."""
-    reused, todo = [], []
+def _reuse(tasks: list[ParseTask], chunks, present, take) -> tuple[list[ParseTask], set[Path] | None]:
+    """TAKE(task, meta) each task whose shard is good as it is found (`status_of`): its meta is not kept here, where
+    there may be 100,000 (~2.5 kB a dump file set). The tasks to parse, and the files that hold the good shards of a
+    chunked format (CHUNKS)."""
+    todo, used = [], None if chunks is None else set()
     for task in tasks:
         status, meta = status_of(task, chunks=chunks, present=present)
-        if status == OK:
-            reused.append((task, meta))
-        else:
+        if status != OK:
             todo.append(task)
-    return reused, todo
+            continue
+        if used is not None:
+            used.add(holder(task, meta))
+        take(task, meta)
+    return todo, used
 
 
 def _taken(summary: ParseSummary, located: list | None, task: ParseTask, meta: dict, on_shard, *, reused: bool) -> None:
