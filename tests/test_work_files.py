@@ -763,3 +763,26 @@ def test_a_streamed_list_is_written_as_the_whole_list_would_be(tmp_path, count):
     workdir.write_json_atomic(path, {"shards": workdir.Streamed(iter(names)), "input_format": "monitor"})
     whole = {"shards": names, "input_format": "monitor"}
     assert path.read_bytes() == orjson.dumps(whole, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def test_a_chunk_that_does_not_match_its_rows_is_found_before_the_next_chunk_is_loaded(tmp_path, monkeypatch):
+    """The loader checks the units it took from a chunk file together, once the units of the next chunk come: a
+    footer that the rows contradict in the first of two chunks fails the load as one in the last does (at `seal`)."""
+    import trendconv
+    from trendconv.parsing import runner
+
+    monkeypatch.setattr(runner, "CHUNK_UNITS", 1)  # a chunk file per CSV file
+    data, work = tmp_path / "data", tmp_path / "work"
+    write_run(data, {"actv_0-1.csv": ACTV, "grad_reduced_0-1.csv": GRAD})
+    trendconv.parse(data, work, format="monitor", workers=1)
+    located = orjson.loads((work / "monitor" / "manifest.json").read_bytes())["located"]
+    assert [count for _, count in located] == [1, 1]
+    first = work / "monitor" / "shards" / located[0][0]  # actv_0-1.csv's, loaded first
+    set_footer(first, first_unit(setting("micro_steps_per_step", [[0, 3], [1, 2]])))
+    loaded = invoke("load", work, "--db", tmp_path / "out")
+    assert (loaded.exit_code, loaded.stderr) == (
+        1,
+        f"error: {first}: the rows do not match the footer (their micro-step counts per step are not the footer's); "
+        "delete it and run `trendconv parse` again\n",
+    )
+    assert not (tmp_path / "out" / "monitor_data.trend.db").exists()
