@@ -30,7 +30,17 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 
 from benchmarks.report import machine_line, write_results
-from benchmarks.run import HERE, Measured, machine, merged, run_command, run_msprobe, sqlite_floor
+from benchmarks.run import (
+    HERE,
+    Measured,
+    machine,
+    measure,
+    merged,
+    run_command,
+    run_msprobe,
+    sqlite_floor,
+    trendconv_command,
+)
 from datagen.monitor import ALL_NINE, generate
 from trendconv import formats
 
@@ -233,9 +243,26 @@ def many_files(counts: tuple[int, int], workers: int) -> list[dict]:
         data = data_for(tiny(f"{count} files", count, ALL_NINE))
         files = csv_files(data)
         measured = run_trendconv(data, workers, _scratch(data))
-        found.append({"files": len(files), "bytes": sum(path.stat().st_size for path in files), "measured": measured})
+        loaded = load_alone(_scratch(data) / f"tc_w{workers}")
+        found.append(
+            {
+                "files": len(files),
+                "bytes": sum(path.stat().st_size for path in files),
+                "measured": measured,
+                "load": loaded,
+            }
+        )
         print(f"done: {len(files)} files", file=sys.stderr)
     return found
+
+
+def load_alone(out: Path) -> tuple[float, int]:
+    """`trendconv load` of the shards the run in OUT left (its WORK, OUT/.trendconv) into a fresh directory: the
+    seconds and peak memory of a load that reads every footer from the manifest."""
+    again = out.with_name(f"{out.name}_load")
+    shutil.rmtree(again, ignore_errors=True)
+    seconds, rss_kib, _ = measure([*trendconv_command(), "load", str(out / ".trendconv"), "--db", str(again)])
+    return seconds, rss_kib
 
 
 def many_section(results: list[dict], workers: int) -> list[str]:
@@ -246,16 +273,17 @@ def many_section(results: list[dict], workers: int) -> list[str]:
         "not run: at its speed the larger set takes hours).",
         "",
         "| files | CSV MB | trendconv s | scan | parse | load (after parse) | index | ms per file | CSV MB/s | "
-        "peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "peak RSS MiB | `trendconv load` alone s | its peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
+        load_seconds, load_kib = result["load"]
         measured, total = result["measured"], result["measured"].median()
         stages = " | ".join(f"{measured.stage_median(stage):.2f}" for stage in ("scan", "parse", "load", "index"))
         lines.append(
             f"| {result['files']} | {result['bytes'] / 1e6:.1f} | {total:.2f} | {stages} | "
             f"{total / result['files'] * 1e3:.2f} | {result['bytes'] / 1e6 / total:.1f} | "
-            f"{max(measured.rss_kib) / 1024:.0f} |"
+            f"{max(measured.rss_kib) / 1024:.0f} | {load_seconds:.2f} | {load_kib / 1024:.0f} |"
         )
     return lines + [""]
 

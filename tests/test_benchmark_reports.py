@@ -71,3 +71,16 @@ def test_the_timed_command_is_read_from_its_summary(tmp_path, input_format):
         {hashlib.sha256(db.read_bytes()).hexdigest()},
     )
     assert stages["total"] <= measured.seconds[0]
+
+
+def test_the_many_files_load_alone_reads_the_runs_shards(tmp_path):
+    """benchmarks.monitor's `trendconv load` column: a load of the WORK its run left writes the run's database."""
+    from benchmarks.monitor import load_alone
+
+    data = tmp_path / "monitor"
+    generate(data, ranks=2, steps=2, layers=1, micro_batches=1, metrics=("actv",))
+    run_command("monitor", data, tmp_path / "out", 2)
+    seconds, rss_kib = load_alone(tmp_path / "out")
+    name = formats.get("monitor").db_name
+    assert (tmp_path / "out_load" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
+    assert seconds > 0 and rss_kib > 0

@@ -344,6 +344,33 @@ def test_shard_lists_give_back_what_they_were_given():
         kept[600]
 
 
+def test_shards_in_order_are_kept_compressed_and_others_sorted_as_sorted_sorts_them():
+    """`load` keeps a manifest's shards as they come (trendconv.loading.records.in_order): in a compressed list
+    while they are in processing order, as this trendconv writes them, else sorted, equal keys in the order given."""
+    from trendconv.loading.records import ShardList, in_order
+    from trendconv.shards import Shard
+
+    def shards_of(*keys):
+        return [Shard(f"/w/{index}.parquet", {"step": step, "rank": rank}) for index, (step, rank) in enumerate(keys)]
+
+    def key(meta):
+        return (meta["step"], meta["rank"])
+
+    given = shards_of(*((step, rank) for step in range(3) for rank in range(200)))
+    kept = in_order(given, key)
+    assert (type(kept), list(kept)) == (ShardList, given)
+    mixed = shards_of((1, 0), (0, 1), (0, 1), (0, 0), (2, 0))
+    kept = in_order(mixed, key)
+    assert [shard.text for shard in kept] == [
+        "/w/3.parquet",
+        "/w/1.parquet",
+        "/w/2.parquet",
+        "/w/0.parquet",
+        "/w/4.parquet",
+    ]
+    assert [shard.meta for shard in kept] == [shard.meta for shard in sorted(mixed, key=lambda shard: key(shard.meta))]
+
+
 def test_a_shard_made_from_text_is_the_shard_of_that_path():
     """A shard list gives its shards back with their paths as text (`Shard.text`): the Path is made when asked
     for, and such a shard equals the one made with the Path."""

@@ -21,11 +21,11 @@ from trendconv.formats import Format
 from trendconv.jsonfile import read_python_json
 from trendconv.loading.build import publish_all
 from trendconv.loading.outputs import writing
-from trendconv.loading.records import packed
+from trendconv.loading.records import in_order
 from trendconv.loading.split import Split, db_stem
 from trendconv.loading.stage import UNSPLIT, Feeder, OutputSet, stage_output
 from trendconv.options import ParseOptions
-from trendconv.parsing import read_manifest, run_parse
+from trendconv.parsing import manifest_shards, run_parse
 from trendconv.progress import Progress
 from trendconv.scan import is_file
 from trendconv.summaries import ConvertSummary, LoadSummary, ParseSummary
@@ -160,7 +160,7 @@ def _load_formats(
     """Load each of CHOSEN, WORK locked once for all of them; every manifest is read before any build starts."""
     workdir.require_work(work)
     with workdir.locked(work):
-        shard_lists = [read_manifest(work, fmt, keep=packed) for fmt in chosen]
+        shard_lists = [in_order(manifest_shards(work, fmt), fmt.meta_order) for fmt in chosen]
         stages = [
             (fmt, functools.partial(_stage_load, fmt, shard_list, out_dir, index, split, executor, progress))
             for fmt, shard_list in zip(chosen, shard_lists)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +53,22 @@ def unpacked(shard: shards.Shard | Packed) -> shards.Shard:
     if isinstance(shard, Packed):
         return shards.Shard(shard.where, shard.meta)
     return shard
+
+
+def in_order(shard_list: Iterable[shards.Shard], key: Callable[[dict], tuple]) -> Sequence:
+    """SHARD_LIST in processing order (KEY of a meta), kept small: a ShardList while the shards come in that order,
+    as a manifest lists them; else each packed, then sorted (stably, as `sorted` would sort them whole)."""
+    kept, last = ShardList(), None
+    shard_iterator = iter(shard_list)
+    for shard in shard_iterator:
+        order = key(shard.meta)
+        if last is not None and order < last:
+            rest = [*map(packed, kept), packed(shard), *map(packed, shard_iterator)]
+            return sorted(rest, key=lambda item: key(item.meta))
+        kept.append(shard)
+        last = order
+    kept.close()
+    return kept
 
 
 class Metas(Sequence):

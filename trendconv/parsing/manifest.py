@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 from trendconv import schemas, shards, workdir
@@ -63,9 +63,16 @@ def _record_selection(document: dict, options: ParseOptions) -> None:
         document["selection"] = options.selection.record()
 
 
-def read_manifest(work: Path, fmt: Format, keep: Callable = lambda shard: shard) -> list:
-    """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it: each
-    shard as KEEP returns it (the load stage keeps them packed, trendconv.loading.records)."""
+def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
+    """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it."""
+    return sorted(manifest_shards(work, fmt), key=lambda shard: fmt.meta_order(shard.meta))
+
+
+def manifest_shards(work: Path, fmt: Format) -> Iterator[shards.Shard]:
+    """The shards of FMT's part of WORK in the manifest's order, each read (and checked) as it is reached: the
+    plan's order, which is processing order for a manifest this trendconv wrote (`read_manifest` sorts). The load
+    stage keeps them compressed as they come (trendconv.loading.records.in_order): 100,000 metas as dicts at once
+    were most of the memory of a `load`."""
     part = workdir.found_part(work, fmt)
     unfinished = "the parse of this WORK did not finish; run `trendconv.parse()` again"
     path = workdir.manifest_path(part)
@@ -73,11 +80,8 @@ def read_manifest(work: Path, fmt: Format, keep: Callable = lambda shard: shard)
     directory = shards.shard_dir(part)
     places = _places(document, path)
     chunks: dict[str, dict[str, dict]] = {}
-    found, shared = [], shards.Shared()
     for name, chunk in zip(document["shards"], places):
-        shard = _own(directory, name, fmt) if chunk is None else _in_chunk(directory, name, chunk, chunks, fmt)
-        found.append(keep(shards.Shard(shard.path, shared(shard.meta))))
-    return sorted(found, key=lambda shard: fmt.meta_order(shard.meta))
+        yield _own(directory, name, fmt) if chunk is None else _in_chunk(directory, name, chunk, chunks, fmt)
 
 
 def _places(document: dict, path: Path) -> list[str | None]:

@@ -320,25 +320,3 @@ def _read_table(path: Path) -> pa.Table:
         return _open(path).read(use_threads=False)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)}); {DELETE_AGAIN}") from None
-
-
-class Shared:
-    """Metas of many units with their equal parts shared: a meta is a dozen small dicts, lists and strings
-    (nearly 4 KB once unpickled), most of them equal from unit to unit (options, stats, the chunk, step counts),
-    and the load holds every unit's meta. Metas are read, never changed, so sharing is safe."""
-
-    def __init__(self):
-        self._memo: dict = {}
-
-    def __call__(self, meta: dict) -> dict:
-        memo = self._memo
-        return {memo.setdefault(key, key): self._value(key, value) for key, value in meta.items()}
-
-    def _value(self, key: str, value):
-        if key == "sources":  # a unit's own: sharing would only add the memo's entry
-            return value
-        if type(value) is str:
-            return self._memo.setdefault(value, value)
-        if type(value) in (dict, list):
-            return self._memo.setdefault(orjson.dumps(value), value)
-        return value
