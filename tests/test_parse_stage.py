@@ -497,3 +497,28 @@ def test_a_tasks_shard_file_is_its_shard_path_as_text(tmp_path):
     assert [task.shard_file for task in tasks] == [str(task.shard_path) for task in tasks]
     assert [task.shard_path.relative_to(shards.shard_dir(task.part)).as_posix() for task in tasks] == names
     assert [task.format.shard_name(task.unit) for task in tasks] == names
+
+
+def test_the_heap_is_trimmed_once_per_batch_of_rows_given_to_the_writer_and_before_the_indexes(tmp_path, monkeypatch):
+    """trendconv.heap: the load gives freed memory back each ROWS rows it hands its writer, and once its rows are
+    in (before the index sorts); a Trimmer counts rows across batches."""
+    import trendconv
+    from trendconv import heap
+    from trendconv.loading import build
+
+    calls = []
+    monkeypatch.setattr(heap, "trim", lambda: calls.append("trim"))
+    trimmer = heap.Trimmer(10)
+    for rows in (4, 5, 1, 25, 9):
+        trimmer.add(rows)
+        calls.append(rows)
+    assert calls == [4, 5, "trim", 1, "trim", 25, 9]
+
+    calls.clear()
+    monkeypatch.setattr(heap, "ROWS", 3)
+    monkeypatch.setattr(build, "trim", lambda: calls.append("before the indexes"))
+    rows = "".join(f"0,w{index},{step},1.5\n" for index in range(2) for step in (0, 1))
+    write_run(tmp_path / "data", {f"actv_{step}-{step}.csv": f"vpp_stage,name,step,norm\n{rows}" for step in (0, 1)})
+    trendconv.convert(tmp_path / "data", tmp_path / "out", work=tmp_path / "work", workers=1)
+    assert calls == ["trim", "before the indexes"]  # 8 rows in one batch: one trim, as 3 rows went by
+    heap.trim()  # the real one: glibc's malloc_trim here (Linux), nothing where there is none

@@ -16,6 +16,7 @@ from trendconv.check import SQLITE_HEADER
 from trendconv.errors import OutputError, make_directory, os_reason
 from trendconv.executors import alive
 from trendconv.faults import fault_point
+from trendconv.heap import trim
 from trendconv.loading import connection, schema
 from trendconv.loading.indexes import build_indexes
 from trendconv.loading.records import metas_of, unpacked
@@ -85,6 +86,7 @@ def complete_build(
     """Commit, build the read indexes, close and sync: the database is complete at TMP, for `publish`. SECONDS
     gets `index` and `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
     conn.commit()
+    trim()  # the rows' batches are freed: the index sorts start from a heap given back (trendconv.heap)
     indexed = time.perf_counter()
     if index:
         build_indexes(conn, trend_stat1)

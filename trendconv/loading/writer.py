@@ -8,6 +8,7 @@ import threading
 
 import pyarrow as pa
 
+from trendconv.heap import Trimmer
 from trendconv.loading import connection
 from trendconv.loading.insert import insert_trend
 
@@ -26,12 +27,14 @@ class Writer:
         self.offered = self.inserted = 0
         self._error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue(self._IN_FLIGHT)
+        self._trimmer = Trimmer()  # the batches' freed memory given back (trendconv.heap)
         self._thread = threading.Thread(target=self._run, name="trendconv-writer", daemon=True)
         self._thread.start()
 
     def put(self, rows: pa.Table) -> None:
         self._raise()
         self.offered += rows.num_rows
+        self._trimmer.add(rows.num_rows)
         self._queue.put(rows)
 
     def close(self) -> None:
