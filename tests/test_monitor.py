@@ -582,7 +582,7 @@ def test_small_files_travel_to_workers_in_chunks(example, tmp_path, monkeypatch)
     monkeypatch.setattr(parse_stage, "CHUNK_BYTES", len(ACTV) + len(GRAD))
     assert [len(chunk) for chunk in parse_stage.chunks(tasks, most=3)] == [2, 3, 2]
     assert [len(chunk) for chunk in parse_stage.chunks(tasks, most=1)] == [1] * 7
-    assert [task for chunk in parse_stage.chunks(tasks) for task in chunk] == tasks
+    assert [task for chunk in parse_stage.chunks(tasks) for task in chunk] == list(tasks)
 
 
 def test_monitor_databases_get_the_read_indexes(example, tmp_path):

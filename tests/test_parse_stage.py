@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -30,7 +32,7 @@ from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.dump.parse import parse_file_set
 from trendconv.formats.dump.shard import SCHEMA
-from trendconv.parsing import plan
+from trendconv.parsing import ParseTask, plan
 
 
 def shard_rows(path: Path) -> list[dict]:
@@ -522,3 +524,35 @@ def test_the_heap_is_trimmed_once_per_batch_of_rows_given_to_the_writer_and_befo
     trendconv.convert(tmp_path / "data", tmp_path / "out", work=tmp_path / "work", workers=1)
     assert calls == ["trim", "before the indexes"]  # 8 rows in one batch: one trim, as 3 rows went by
     heap.trim()  # the real one: glibc's malloc_trim here (Linux), nothing where there is none
+
+
+def test_the_plans_tasks_are_made_when_asked_for_in_processing_order(tmp_path, monkeypatch):
+    """trendconv.parsing.Tasks: a task per unit, its position its index, made on each use; a scan that gives its
+    units out of processing order has them sorted (stably) by the plan."""
+    data = tmp_path / "data"
+    for step in (0, 1, 2):
+        write_file_set(data / f"step{step}" / "rank0", A1_DATA, A1_CONSTRUCT)
+    fmt = FORMATS["dump"]
+    scan = fmt.scan
+    monkeypatch.setattr(fmt, "scan", lambda data: dataclasses.replace(scan(data), units=scan(data).units[::-1]))
+    _, tasks = plan(data, tmp_path / "work", api.ParseOptions(), fmt)
+    got = [(task.unit.step, task.position) for task in tasks]
+    assert (len(tasks), got) == (3, [(0, 0), (1, 1), (2, 2)])
+    assert (tasks[-1].unit.step, tasks[-1].position, [task.position for task in tasks[1:]]) == (2, 2, [1, 2])
+    assert tasks[1] == tasks[1] and tasks[1] is not tasks[1]
+    assert tasks[1] == ParseTask(tasks.units[1], tasks.options, tasks.part, fmt, 1)
+
+
+def test_chunk_jobs_are_made_as_the_executor_takes_them(tmp_path):
+    """A chunked parse hands its executor a generator: a job's tasks exist while it is in flight, not the whole
+    run's at once."""
+    from trendconv.parsing import runner
+
+    data = tmp_path / "data"
+    write_run(data, {f"actv_{step}-{step}.csv": f"vpp_stage,name,step,norm\n0,w,{step},1.5\n" for step in range(3)})
+    _, tasks = plan(data, tmp_path / "work", api.ParseOptions(), FORMATS["monitor"])
+    jobs = runner.chunk_jobs(tasks, set())
+    assert isinstance(jobs, Iterator)
+    assert [[task.unit.name for task in job.tasks] for job in jobs] == [
+        ["actv_0-0.csv", "actv_1-1.csv", "actv_2-2.csv"]
+    ]

@@ -178,7 +178,7 @@ class Follower:
             self.shards = wanted
         self.dirty = False
         self.summary.units = len(self.shards)
-        write_manifest(self.part, self.options, [tasks[name] for name in self.shards if name in tasks], self.fmt)
+        write_manifest(self.part, self.options, [tasks[name].unit for name in self.shards if name in tasks], self.fmt)
 
     def _divide(self, ordered: list[shards.Shard]) -> None:
         """The databases made the split of ORDERED (every complete unit, in processing order), as a batch run

@@ -6,7 +6,6 @@ removes what the previous output left that the new one does not have (trendconv.
 from __future__ import annotations
 
 import time
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 
@@ -106,7 +105,7 @@ class Feeder:
     def __init__(self, fmt: Format, out_dir: Path, split: Split, *, index: bool, on_loaded, executor=None):
         self.fmt, self.out_dir, self.split, self.index = fmt, out_dir, split, index
         self.on_loaded, self.executor = on_loaded, executor
-        self.order = array("q")  # the tasks' positions (`ParseTask.position`), in processing order
+        self.count = 0  # of the plan's tasks, whose positions (`ParseTask.position`) are their processing order
         # parsed, not yet taken (a shard before it is not ready, or the load is behind), by position: packed meanwhile
         self.ready: dict[int, Packed] = {}
         self.next = 0
@@ -118,9 +117,9 @@ class Feeder:
         self.streaming = fmt.streams and split.steps is None
         self.builder: Builder | None = None  # the first database, loaded while parsing
 
-    def plan(self, tasks: list) -> None:
-        """TASKS: the parse tasks (trendconv.parsing.ParseTask), each of which will be ready once."""
-        self.order = array("q", [task.position for task in sorted(tasks, key=lambda task: task.order)])
+    def plan(self, tasks) -> None:
+        """TASKS: the parse tasks (trendconv.parsing.Tasks, in processing order), each of which will be ready once."""
+        self.count = len(tasks)
 
     def shard_ready(self, task, meta: dict) -> None:
         shard = shards.Shard(task.shard_file, meta)
@@ -131,7 +130,7 @@ class Feeder:
         self._take()
 
     def _next_is(self, position: int) -> bool:
-        return self.next < len(self.order) and self.order[self.next] == position
+        return position == self.next < self.count
 
     def abort(self) -> None:
         if self.builder is not None:
@@ -170,8 +169,8 @@ class Feeder:
 
     def _take(self) -> None:
         started = time.perf_counter()
-        while self.next < len(self.order) and self.order[self.next] in self.ready:
-            shard = unpacked(self.ready.pop(self.order[self.next]))
+        while self.next < self.count and self.next in self.ready:
+            shard = unpacked(self.ready.pop(self.next))
             self.done.append(shard)
             steps = self.census.add(self.fmt, shard.meta)
             self.next += 1

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from trendconv import schemas, shards, workdir
 from trendconv.errors import DataError
 from trendconv.formats import Format
 from trendconv.options import ParseOptions
-from trendconv.parsing.tasks import ParseTask
 
 
 def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> None:
@@ -23,20 +22,20 @@ def start_parse(data: Path, part: Path, options: ParseOptions, fmt: Format) -> N
 
 
 def write_manifest(
-    part: Path, options: ParseOptions, tasks: list[ParseTask], fmt: Format, located: list[str | None] | None = None
+    part: Path, options: ParseOptions, units: Sequence, fmt: Format, located: list[str | None] | None = None
 ) -> None:
-    """The complete shard list, in processing order: written last, it says the parse finished. LOCATED: the
-    chunk file of each task's shard (by `ParseTask.position`), None for a shard in a file of its own."""
+    """The complete shard list of UNITS, in processing order: written last, it says the parse finished. LOCATED:
+    the chunk file of each unit's shard (by its index in UNITS), None for a shard in a file of its own."""
     directory = shards.shard_dir(part)
     document = {
         "shard_format": shards.SHARD_FORMAT,
         "input_format": fmt.name,
         "options": options.record(),
-        "shards": workdir.Streamed(fmt.shard_name(task.unit) for task in tasks),
+        "shards": workdir.Streamed(map(fmt.shard_name, units)),
     }
     if located and any(located):  # else every shard is in a file of its own, which the reader takes by default
         relative = functools.cache(lambda chunk: _relative(chunk, directory))  # a chunk holds up to 256 units
-        document["located"] = _runs([relative(located[task.position]) for task in tasks])
+        document["located"] = _runs([relative(chunk) for chunk in located])
     _record_selection(document, options)
     workdir.write_json_atomic(workdir.manifest_path(part), document)
 

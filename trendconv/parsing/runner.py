@@ -12,7 +12,8 @@ import hashlib
 import itertools
 import os
 import time
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -33,7 +34,7 @@ from trendconv.parsing.reuse import (
     remove_orphans,
     status_of,
 )
-from trendconv.parsing.tasks import ChunkJob, ParseTask, parse_chunk, parse_together, source_stats
+from trendconv.parsing.tasks import ChunkJob, ParseTask, Tasks, parse_chunk, parse_together, source_stats
 from trendconv.summaries import ParseSummary
 
 CHUNK_BYTES, CHUNK_TASKS = 2 * 1024 * 1024, 64
@@ -42,11 +43,23 @@ CHUNK_BYTES, CHUNK_TASKS = 2 * 1024 * 1024, 64
 CHUNK_UNITS = 256
 
 
-def plan(data: Path, work: Path, options: ParseOptions, fmt: Format) -> tuple[Scanned, list[ParseTask]]:
-    """Scan DATA for FMT's units (those OPTIONS select): one task each, in processing order."""
+def plan(data: Path, work: Path, options: ParseOptions, fmt: Format) -> tuple[Scanned, Tasks]:
+    """Scan DATA for FMT's units (those OPTIONS select): one task each, in processing order (`Format.order`; a
+    scan gives its units in that order, and one that does not has them sorted here)."""
     scanned = fmt.scan(data, options.selection) if options.selection else fmt.scan(data)
-    part = workdir.part(work, fmt)
-    return scanned, [ParseTask(unit, options, part, fmt, position) for position, unit in enumerate(scanned.units)]
+    if not _in_order(scanned.units, fmt):
+        scanned.units = sorted(scanned.units, key=fmt.order)
+    return scanned, Tasks(scanned.units, options, workdir.part(work, fmt), fmt)
+
+
+def _in_order(units: list, fmt: Format) -> bool:
+    keys = map(fmt.order, units)
+    last = next(keys, None)
+    for key in keys:
+        if key < last:
+            return False
+        last = key
+    return True
 
 
 @pausing  # many long-lived objects, few cycles: trendconv.collector
@@ -59,12 +72,13 @@ def run_parse(
     workers: int | None = None,
     executor: Executor | None = None,
     on_shard: Callable[[ParseTask, dict, bool], None] | None = None,
-    on_plan: Callable[[list[ParseTask]], None] | None = None,
+    on_plan: Callable[[Tasks], None] | None = None,
 ) -> ParseSummary:
     """Parse FMT's data in DATA into WORK (which the caller holds locked).
 
-    `on_plan(tasks)` is called once the scan is done, `on_shard(task, meta, reused)` as each shard is
-    ready (reused shards first, then parsed ones as workers finish them).
+    `on_plan(tasks)` is called once the scan is done (TASKS in processing order, a task's position its index),
+    `on_shard(task, meta, reused)` as each shard is ready (reused shards first, then parsed ones as workers finish
+    them).
     """
     started = time.perf_counter()
     scanned, tasks = plan(data, work, options, fmt)
@@ -87,22 +101,24 @@ def run_parse(
     # what the chunk footers said is used now; only the names of the chunk files are needed further on
     held = None if chunks is None else set(chunks.holds)
     del chunks, used
-    sizes = [_size(task) for task in todo]  # each file looked at once: thousands of small files a second
+    sizes = array("q", map(_size, todo))  # each file looked at once: thousands of small files a second
     executor = executor or local_executor(_workers_for(workers, len(todo)), sum(sizes))
     # closed at once on any failure, so that the workers stop now rather than when the exception is gone
     with contextlib.closing(_results(executor, todo, sizes, held)) as results:
         for task, meta in results:
             _taken(summary, located, task, meta, on_shard, reused=False)
     del todo, sizes, results  # what the manifest does not need: a run of many files peaks while it is written
-    write_manifest(part, options, tasks, fmt, located)
+    write_manifest(part, options, tasks.units, fmt, located)
     return summary
 
 
-def _reuse(tasks: list[ParseTask], chunks, present, take) -> tuple[list[ParseTask], set[Path] | None]:
+def _reuse(tasks: Tasks, chunks, present, take) -> tuple[Sequence[ParseTask], set[Path] | None]:
     """TAKE(task, meta) each task whose shard is good as it is found (`status_of`): its meta is not kept here, where
     there may be 100,000 (~2.5 kB a dump file set). The tasks to parse, and the files that hold the good shards of a
-    chunked format (CHUNKS)."""
+    chunked format (CHUNKS). A WORK without shards has none to look at: every task is to parse."""
     todo, used = [], None if chunks is None else set()
+    if present is not None and not present and (chunks is None or not (chunks.units or chunks.damaged)):
+        return tasks, used
     for task in tasks:
         status, meta = status_of(task, chunks=chunks, present=present)
         if status != OK:
@@ -136,15 +152,15 @@ def _workers_for(workers: int | None, todo: int) -> int:
 
 
 def _results(
-    executor: Executor, todo: list[ParseTask], sizes: list[int], held: set[Path] | None
+    executor: Executor, todo: Sequence[ParseTask], sizes: Sequence[int], held: set[Path] | None
 ) -> Iterator[tuple[ParseTask, dict]]:
+    # The jobs are made as the executor takes them: a task per unit is made only while it is in flight.
     if held is not None:
-        jobs = chunk_jobs(todo, held, sizes)
-        outcomes = executor.imap_unordered(parse_together, jobs)
+        outcomes = executor.imap_unordered(parse_together, chunk_jobs(todo, held, sizes))
     else:
         # In-process there is no transfer to save, and one task at a time lets `run` load while parsing.
         most = 1 if isinstance(executor, InlineExecutor) else CHUNK_TASKS
-        outcomes = executor.imap_unordered(parse_chunk, list(chunks(todo, most, sizes)))
+        outcomes = executor.imap_unordered(parse_chunk, chunks(todo, most, sizes))
     try:
         for outcome in outcomes:
             if outcome.error is not None:
@@ -161,7 +177,7 @@ def _results(
 
 
 def chunks(
-    tasks: list[ParseTask], most: int = CHUNK_TASKS, sizes: list[int] | None = None
+    tasks: Iterable[ParseTask], most: int = CHUNK_TASKS, sizes: Sequence[int] | None = None
 ) -> Iterator[tuple[ParseTask, ...]]:
     """Tasks in groups of about CHUNK_BYTES of input (at most MOST tasks): small monitor CSV files then
     travel to a worker many at a time, while a dump file set (megabytes) still goes alone."""
@@ -177,17 +193,15 @@ def chunks(
         yield tuple(chunk)
 
 
-def chunk_jobs(todo: list[ParseTask], held: set[Path], sizes: list[int] | None = None) -> list[ChunkJob]:
+def chunk_jobs(todo: Iterable[ParseTask], held: set[Path], sizes: Sequence[int] | None = None) -> Iterator[ChunkJob]:
     """The tasks in chunks (as `chunks` groups them), each with the chunk file its shards go to: named by a digest
     of its units and options, never the name of a file trendconv did not write (see `_free_path`)."""
-    jobs: list[ChunkJob] = []
     taken: set[Path] = set()
     for group in chunks(todo, CHUNK_UNITS, sizes):
         digest = hashlib.sha256(orjson.dumps([group[0].options.record(), *(task.shard_file for task in group)]))
         path = _free_path(group[0], digest.hexdigest()[:24], held, taken)
         taken.add(path)
-        jobs.append(ChunkJob(group, path))
-    return jobs
+        yield ChunkJob(group, path)
 
 
 def _free_path(task: ParseTask, stem: str, held: set[Path], taken: set[Path]) -> Path:

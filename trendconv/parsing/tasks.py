@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ class ParseTask:
     options: ParseOptions
     part: Path  # the format's part of WORK (trendconv.workdir)
     format: Format
-    # the task's place in the plan's list (trendconv.parsing.plan): the main process keys what it keeps of a task
+    # the task's place in the plan (`Tasks`, in processing order): the main process keys what it keeps of a task
     # by this number rather than by its shard's path, which is ten times the size
     position: int = 0
 
@@ -39,6 +40,29 @@ class ParseTask:
     @property
     def order(self) -> tuple:
         return self.format.order(self.unit)
+
+
+class Tasks(Sequence):
+    """The plan's tasks, one per unit of UNITS (the scan's, in processing order), each made when it is asked for:
+    a task is a hundred bytes, and the main process held one for every unit while it parsed (100,000 monitor files
+    and more). A task's position is its index."""
+
+    def __init__(self, units: Sequence, options: ParseOptions, part: Path, fmt: Format):
+        self.units, self.options, self.part, self.format = units, options, part, fmt
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def __getitem__(self, position):
+        if isinstance(position, slice):
+            return [self[index] for index in range(*position.indices(len(self)))]
+        if position < 0:
+            position += len(self)
+        return ParseTask(self.units[position], self.options, self.part, self.format, position)
+
+    def __iter__(self) -> Iterator[ParseTask]:
+        for position, unit in enumerate(self.units):
+            yield ParseTask(unit, self.options, self.part, self.format, position)
 
 
 _shard_dir = functools.lru_cache(maxsize=8)(shards.shard_dir)  # one part of WORK for thousands of tasks
