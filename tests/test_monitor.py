@@ -363,6 +363,18 @@ def test_rank_strings_with_leading_zeros_are_separate_runs_of_one_rank(tmp_path)
     assert summary.load.duplicates == 1
 
 
+def test_the_scan_keeps_one_int_per_number_of_its_files(tmp_path):
+    """A run of 100,000 files repeats each step range in every rank and metric: the scan's units share their
+    number objects (steps and sizes; an int above 256 is 32 bytes of its own)."""
+    data = tmp_path / "data"
+    text = "vpp_stage,name,step,norm\n0,w,1000,1\n"
+    for rank in (0, 1):
+        write_run(data, {"actv_1000-1999.csv": text, "actv_grad_1000-1999.csv": text}, f"Feb20_16-27-56-rank{rank}-ab")
+    files = scan_monitor(data).files
+    assert [(csv_file.first, csv_file.last, csv_file.size) for csv_file in files] == [(1000, 1999, len(text))] * 4
+    assert len({id(number) for csv_file in files for number in (csv_file.first, csv_file.last, csv_file.size)}) == 3
+
+
 def test_a_29_february_run_is_a_date_and_a_bad_time_tag_an_error(tmp_path):
     data = tmp_path / "data"
     write_run(data, {"other_0-0.csv": "vpp_stage,name,step,norm\n0,w,0,1\n"}, "Feb29_10-00-00-rank3-cafebabe")

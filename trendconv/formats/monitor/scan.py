@@ -104,8 +104,9 @@ def scan_monitor(data: Path, selection: Selection = EVERYTHING) -> MonitorScan:
         raise DataError(
             f"{data}: no monitor data: no run directories (expected names like 'Feb20_16-27-56-rank0-1a2b3c4d')"
         )
+    numbers: dict[int, int] = {}  # one int object per value: the steps of a range repeat in every rank and metric
     for run in _newest_per_rank(data, runs, result):
-        result.files.extend(_csv_files(data, run, result, selection))
+        result.files.extend(_csv_files(data, run, result, selection, numbers))
     _warn_partly(result, selection)
     if not result.files:
         raise DataError(_nothing_found(data, selection), warnings=result.warnings)
@@ -164,9 +165,11 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
     return chosen
 
 
-def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selection) -> list[CsvFile]:
+def _csv_files(
+    data: Path, run: RunDir, result: MonitorScan, selection: Selection, numbers: dict[int, int]
+) -> list[CsvFile]:
     """The run's accepted files. Per file only text is handled (a run may hold 100,000 files): its Path is made
-    when something asks for it."""
+    when something asks for it, and its numbers are those of NUMBERS (an int above 256 is an object of 32 bytes)."""
     files = []
     run_path = data / run.name
     for name in list_dir(run_path):
@@ -180,6 +183,7 @@ def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selectio
         if not name.isascii():  # the run directory's name was checked
             require_utf8(run_path / name)
         metric, first, last = named
+        first, last, size = (numbers.setdefault(number, number) for number in (first, last, size))
         csv_file = CsvFile(run.rank, run.name, name, metric, data, size, first, last)
         if selection.step_range(first, last):
             files.append(csv_file)
