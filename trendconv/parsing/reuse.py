@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def holder(task: ParseTask, meta: dict) -> Path:
 
 def remove_orphans(
     part: Path,
-    tasks: list[ParseTask],
+    units: Sequence,
     fmt: Format,
     selection: Selection = EVERYTHING,
     chunks: Chunks | None = None,
@@ -143,11 +144,12 @@ def remove_orphans(
     Only trendconv's own: a regular file under the shard directory whose valid meta names it (shards.read_own),
     or a chunk whose valid footer names it. Anything else named *.parquet there (a user's file, a link, a damaged
     file) is left in place and returned. Shards of units outside SELECTION stay, unloaded, for a later parse that
-    selects them. With CHUNKS (a chunked format), USED says which files hold good shards: a unit's own shard
-    that is not one of them is replaced by one in a chunk, and a chunk none of whose units is used goes.
+    selects them. UNITS: the plan's. With CHUNKS (a chunked format), USED says which files hold good shards: a
+    unit's own shard that is not one of them is replaced by one in a chunk, and a chunk none of whose units is
+    used goes.
     """
-    wanted = {task.shard_path for task in tasks} if chunks is None else (used or set())
     directory = shards.shard_dir(part)
+    wanted = _Wanted(units, fmt, directory) if chunks is None else (used or set())
     removed, foreign = 0, list(chunks.foreign) if chunks else []
     for path in shards.list_shards(part):
         if path in wanted or (chunks is not None and shards.is_chunk(path, directory)):
@@ -160,11 +162,25 @@ def remove_orphans(
         else:
             foreign.append(path)
     if chunks is not None:
-        removed += _remove_chunks(chunks, wanted, tasks, fmt, selection, directory)
+        removed += _remove_chunks(chunks, wanted, units, fmt, selection, directory)
     return removed, sorted(foreign)
 
 
-def _remove_chunks(chunks: Chunks, used: set[Path], tasks, fmt: Format, selection: Selection, directory: Path) -> int:
+class _Wanted:
+    """`in`: whether a path under the shard directory is the own shard file of one of UNITS. Their names are made
+    at the first question only: a WORK without shard files (a first parse) asks none."""
+
+    def __init__(self, units: Sequence, fmt: Format, directory: Path):
+        self._units, self._fmt, self._directory = units, fmt, directory
+        self._names: set[str] | None = None
+
+    def __contains__(self, path: Path) -> bool:
+        if self._names is None:
+            self._names = set(map(self._fmt.shard_name, self._units))
+        return path.relative_to(self._directory).as_posix() in self._names
+
+
+def _remove_chunks(chunks: Chunks, used: set[Path], units, fmt: Format, selection: Selection, directory: Path) -> int:
     """Remove the chunks none of whose units' shards is used; how many of their units are no longer in DATA."""
     names: set[str] | None = None  # the units' shard names, made only when a chunk goes
     gone = 0
@@ -173,7 +189,7 @@ def _remove_chunks(chunks: Chunks, used: set[Path], tasks, fmt: Format, selectio
     for path, metas in chunks.holds.items():
         if path not in used and all(_selected(fmt, meta, selection) for meta in metas):
             _remove(path, directory)
-            names = {fmt.shard_name(task.unit) for task in tasks} if names is None else names
+            names = set(map(fmt.shard_name, units)) if names is None else names
             gone += sum(fmt.meta_shard_name(meta) not in names for meta in metas)
     return gone
 

@@ -96,7 +96,7 @@ def run_parse(
     located: list[str | None] | None = None if chunks is None else [None] * len(tasks)
     take = functools.partial(_taken, summary, located, on_shard=on_shard, reused=True)
     todo, used = _reuse(tasks, chunks, present, take)
-    summary.removed_orphans, foreign = remove_orphans(part, tasks, fmt, options.selection, chunks, used)
+    summary.removed_orphans, foreign = remove_orphans(part, tasks.units, fmt, options.selection, chunks, used)
     summary.warnings += foreign_warnings(part, foreign)
     # what the chunk footers said is used now; only the names of the chunk files are needed further on
     held = None if chunks is None else set(chunks.holds)
