@@ -556,3 +556,27 @@ def test_chunk_jobs_are_made_as_the_executor_takes_them(tmp_path):
     assert [[task.unit.name for task in job.tasks] for job in jobs] == [
         ["actv_0-0.csv", "actv_1-1.csv", "actv_2-2.csv"]
     ]
+
+
+def test_a_manifest_out_of_processing_order_loads_as_one_in_order(tmp_path):
+    """`load` keeps a manifest's shards as they come while they are in processing order (records.in_order); one
+    that lists them otherwise (edited by hand, or written by another tool) is sorted first: the same database."""
+    import trendconv
+
+    many_file_sets(tmp_path / "data", steps=2, ranks=2)
+    work = tmp_path / "work"
+    trendconv.parse(tmp_path / "data", work, workers=1)
+    trendconv.load(work, tmp_path / "in_order")
+    manifest = work / "dump" / "manifest.json"
+    document = json.loads(manifest.read_text())
+    assert document["shards"] == [
+        "step0_rank0.parquet",
+        "step0_rank1.parquet",
+        "step1_rank0.parquet",
+        "step1_rank1.parquet",
+    ]
+    document["shards"].reverse()
+    manifest.write_text(json.dumps(document))
+    trendconv.load(work, tmp_path / "reversed")
+    name = FORMATS["dump"].db_name
+    assert (tmp_path / "reversed" / name).read_bytes() == (tmp_path / "in_order" / name).read_bytes()
