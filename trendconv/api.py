@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trendconv import formats, interrupt, workdir
@@ -280,7 +280,7 @@ def _stage_run(
         fmt, out_dir, split, index=index, on_loaded=lambda shard: progress.loaded(fmt.name), executor=executor
     )
 
-    def planned(tasks: list) -> None:
+    def planned(tasks: Sequence) -> None:
         feeder.plan(tasks)
         progress.planned(fmt.name, len(tasks))
 
