@@ -580,3 +580,21 @@ def test_a_manifest_out_of_processing_order_loads_as_one_in_order(tmp_path):
     trendconv.load(work, tmp_path / "reversed")
     name = FORMATS["dump"].db_name
     assert (tmp_path / "reversed" / name).read_bytes() == (tmp_path / "in_order" / name).read_bytes()
+
+
+def test_shard_files_are_listed_one_at_a_time_in_the_order_of_their_sorted_paths(tmp_path):
+    """shards.list_shards walks the shard directory lazily (a re-run of 100,000 units held a list of their Paths)
+    in the order `sorted` gives their Paths: a directory's entries right after it; links to directories not
+    followed; entries named otherwise left out."""
+    from trendconv.shards import list_shards
+
+    directory = shards.shard_dir(tmp_path / "part")
+    for name in ("a/x.parquet", "a-b.parquet", "b.parquet", "b/y.parquet", "z.parquet/q.parquet", "c.txt", "A.parquet"):
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text("x")
+    os.symlink(directory / "a", directory / "link.parquet")
+    found = list_shards(tmp_path / "part")
+    assert isinstance(found, Iterator)
+    names = ["A.parquet", "a/x.parquet", "a-b.parquet", "b/y.parquet", "b.parquet", "link.parquet", "z.parquet"]
+    assert [path.relative_to(directory).as_posix() for path in found] == [*names, "z.parquet/q.parquet"]
+    assert list(list_shards(tmp_path / "nothing")) == []
