@@ -20,7 +20,7 @@ from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.monitor import builder as monitor_builder
 from trendconv.formats.monitor.builder import MonitorBuilder
-from trendconv.parsing import read_manifest
+from trendconv.parsing import manifest_shards
 from trendconv.parsing.reuse import present_shards
 
 INT64 = "an integer from -9223372036854775808 to 9223372036854775807"
@@ -193,8 +193,8 @@ def test_monitor_footer_schema(converted, change, message):
 
 def test_the_footers_the_parse_writes_pass(converted):
     work = converted[1] / ".trendconv"
-    assert [shard.meta["step"] for shard in read_manifest(work, FORMATS["dump"])] == [0, 1]
-    assert [shard.meta["file"] for shard in read_manifest(work, FORMATS["monitor"])] == [
+    assert [shard.meta["step"] for shard in manifest_shards(work, FORMATS["dump"])] == [0, 1]
+    assert [shard.meta["file"] for shard in manifest_shards(work, FORMATS["monitor"])] == [
         "actv_0-1.csv",
         "grad_reduced_0-1.csv",
     ]
@@ -576,7 +576,7 @@ def test_a_chunk_is_kept_while_one_of_its_units_is_good(out, data, tmp_path):
     assert (summary.parsed, summary.reused, summary.removed_orphans) == (1, 1, 0)
     [second] = [path for path in chunks_dir.iterdir() if path != first]
     assert [meta["file"] for meta in shards.read_chunk(second, FORMATS["monitor"])] == ["grad_reduced_0-1.csv"]
-    loaded = read_manifest(out / ".trendconv", FORMATS["monitor"])
+    loaded = manifest_shards(out / ".trendconv", FORMATS["monitor"])
     assert [(shard.meta["file"], shard.file) for shard in loaded] == [
         ("actv_0-1.csv", first),
         ("grad_reduced_0-1.csv", second),

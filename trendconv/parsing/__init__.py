@@ -4,7 +4,7 @@
 records a finished parse.
 """
 
-from trendconv.parsing.manifest import manifest_shards, read_manifest, start_parse, write_manifest
+from trendconv.parsing.manifest import manifest_shards, start_parse, write_manifest
 from trendconv.parsing.reuse import CORRUPT, MISSING, OK, STALE, status_of
 from trendconv.parsing.runner import plan, run_parse
 from trendconv.parsing.tasks import ParseTask, parse_chunk, parse_task
@@ -19,7 +19,6 @@ __all__ = [
     "parse_task",
     "plan",
     "manifest_shards",
-    "read_manifest",
     "run_parse",
     "start_parse",
     "status_of",

@@ -62,14 +62,9 @@ def _record_selection(document: dict, options: ParseOptions) -> None:
         document["selection"] = options.selection.record()
 
 
-def read_manifest(work: Path, fmt: Format) -> list[shards.Shard]:
-    """The complete shard set of FMT's part of WORK, in processing order, as the last finished parse left it."""
-    return sorted(manifest_shards(work, fmt), key=lambda shard: fmt.meta_order(shard.meta))
-
-
 def manifest_shards(work: Path, fmt: Format) -> Iterator[shards.Shard]:
     """The shards of FMT's part of WORK in the manifest's order, each read (and checked) as it is reached: the
-    plan's order, which is processing order for a manifest this trendconv wrote (`read_manifest` sorts). The load
+    plan's order, which is processing order for a manifest this trendconv wrote. The load
     stage keeps them compressed as they come (trendconv.loading.records.in_order): 100,000 metas as dicts at once
     were most of the memory of a `load`."""
     part = workdir.found_part(work, fmt)

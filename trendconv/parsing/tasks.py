@@ -37,10 +37,6 @@ class ParseTask:
         """`shard_path` as text, made without a Path."""
         return f"{_shard_dir_text(self.part)}/{self.format.shard_name(self.unit)}"
 
-    @property
-    def order(self) -> tuple:
-        return self.format.order(self.unit)
-
 
 class Tasks(Sequence):
     """The plan's tasks, one per unit of UNITS (the scan's, in processing order), each made when it is asked for:

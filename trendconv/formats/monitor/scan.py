@@ -52,9 +52,8 @@ class CsvFile:
     @property
     def order(self) -> tuple:
         """Processing order (see `order`); the scan and the load stage sort by it."""
-        if self.first is None:
-            return order(self.rank, self.run_dir, self.name, self.metric)
-        return (self.rank, self.run_dir, self.metric, self.first, self.last, self.name)
+        steps = None if self.first is None else (self.first, self.last)
+        return order(self.rank, self.run_dir, self.name, self.metric, steps)
 
     @property
     def identity(self) -> dict:
@@ -62,9 +61,10 @@ class CsvFile:
         return {"rank": self.rank, "run_dir": self.run_dir, "file": self.name, "metric": self.metric}
 
 
-def order(rank: int, run_dir: str, name: str, metric: str) -> tuple:
-    """Processing order: rank, run, then each metric's files by step range (live `.csv` before `.csv.bak`)."""
-    start, end = step_range(name, metric)
+def order(rank: int, run_dir: str, name: str, metric: str, steps: tuple[int, int] | None = None) -> tuple:
+    """Processing order: rank, run, then each metric's files by step range (live `.csv` before `.csv.bak`); STEPS,
+    the name's `<a>-<b>` where already known."""
+    start, end = steps or step_range(name, metric)
     return (rank, run_dir, metric, start, end, name)
 
 
