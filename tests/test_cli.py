@@ -25,7 +25,8 @@ def test_version(monkeypatch):
     result = invoke("--version")
     assert (result.exit_code, result.stdout) == (
         0,
-        f"trendconv {__version__} (C parts: dump.json reader yes, monitor CSV reader yes, SQLite column reader yes)\n",
+        f"trendconv {__version__} (C parts: dump.json reader yes, monitor CSV reader yes, SQLite column reader yes, "
+        "index page writer yes)\n",
     )
 
 
@@ -47,7 +48,9 @@ def test_the_c_parts_are_built_and_used_unless_turned_off(tmp_path):
 def test_version_says_which_c_parts_are_missing(monkeypatch):
     monkeypatch.delenv(native.PURE_ENV, raising=False)
     monkeypatch.setattr(native, "PARTS", {**native.PARTS, "SQLite column reader": "trendconv.loading._nowhere"})
-    assert native.describe() == "C parts: dump.json reader yes, monitor CSV reader yes, SQLite column reader no"
+    assert native.describe() == (
+        "C parts: dump.json reader yes, monitor CSV reader yes, SQLite column reader no, index page writer yes"
+    )
 
 
 def test_every_command_is_listed():

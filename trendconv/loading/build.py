@@ -18,7 +18,7 @@ from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.heap import trim
 from trendconv.loading import connection, schema
-from trendconv.loading.indexes import build_indexes
+from trendconv.loading.indexes import build_indexes, name_pages, write_pages
 from trendconv.loading.records import metas_of, unpacked
 from trendconv.summaries import LoadSummary
 
@@ -84,16 +84,42 @@ def complete_build(
     trend_stat1: list[tuple[str, str, str]] | None = None,
 ) -> None:
     """Commit, build the read indexes, close and sync: the database is complete at TMP, for `publish`. SECONDS
-    gets `index` and `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1."""
+    gets `index` and `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1.
+    CONN is closed; the caller's `abandon` of it after a failure here still removes TMP."""
     conn.commit()
     trim()  # the rows' batches are freed: the index sorts start from a heap given back (trendconv.heap)
     indexed = time.perf_counter()
     if index:
-        build_indexes(conn, trend_stat1)
-    conn.close()
+        _index(conn, tmp, trend_stat1)
+    else:
+        conn.close()
     seconds["index"] = time.perf_counter() - indexed
     _fsync(tmp)  # here, not in `publish`: the databases of several formats are then renamed in one short moment
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
+
+
+def _index(conn: connection.Connection, tmp: Path, trend_stat1) -> None:
+    """The read indexes of the committed database CONN has open at TMP; CONN is closed."""
+    (table_root,) = conn.execute(schema.TREND_ROOT).fetchall()[0]
+    conn.close()  # trend_data's index pages are written to the file with no connection on it
+    roots = write_pages(tmp, table_root)
+    if roots is not None:
+        with _reopened(tmp) as named:
+            name_pages(named, roots)
+    with _reopened(tmp) as indexed:  # a new connection: it reads the schema with the named indexes
+        build_indexes(indexed, roots is not None, trend_stat1)
+
+
+@contextlib.contextmanager
+def _reopened(path: Path):
+    """A new build connection to the database at PATH, closed at the end."""
+    conn = connection.Connection(path)
+    try:
+        for pragma in schema.BUILD_PRAGMAS:
+            conn.execute(pragma)
+        yield conn
+    finally:
+        conn.close()
 
 
 def abandon(conn: connection.Connection, tmp: Path) -> None:

@@ -1,15 +1,81 @@
-"""The read indexes the Trend Analyzer's queries need, and the statistics SQLite's planner reads."""
+"""The read indexes the Trend Analyzer's queries need, and the statistics SQLite's planner reads.
+
+trend_data's indexes are written as b-tree pages straight into the closed database file (trendconv.loading.btree,
+or its C twin trendconv.loading._btree) and then named in sqlite_schema; where the keys do not fit that plan,
+SQLite builds them with CREATE INDEX, as it does the small table's index.
+"""
 
 from __future__ import annotations
 
-from trendconv.loading import connection, schema
+import mmap
+from pathlib import Path
+
+from trendconv import native
+from trendconv.loading import btree, connection, schema
+
+_NATIVE = native.extension(native.BTREE)
+write_indexes = _NATIVE.write_indexes if _NATIVE is not None else btree.write_indexes
+
+# The file header, at the start of page 1 (https://www.sqlite.org/fileformat2.html, "The Database Header").
+_HEADER = 100
 
 
-def build_indexes(conn: connection.Connection, trend_stat1: list[tuple[str, str, str]] | None = None) -> None:
-    """The read indexes, then ANALYZE; with TREND_STAT1 (trend_data's sqlite_stat1 rows, known from the load)
-    ANALYZE reads only the small tables."""
-    for statement in schema.CREATE_INDEXES:
-        conn.execute(statement)
+def write_pages(path: Path, table_root: int) -> dict[str, int] | None:
+    """trend_data's indexes appended to the database at PATH (no connection open on it), whose table b-tree
+    starts at page TABLE_ROOT: each index's root page by name, or None (and the file as it was) where they do
+    not fit the plan."""
+    with open(path, "r+b") as file:
+        layout = _layout(file.read(_HEADER), file.seek(0, 2))
+        if layout is None:
+            return None
+        page_size, usable, small_ints, pages = layout
+        entries = [schema.index_entry(columns) for columns in schema.TREND_INDEXES.values()]
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as db:
+            roots = write_indexes(file.fileno(), db, page_size, usable, small_ints, table_root, entries, pages + 1)
+        if roots is None:
+            return None
+        pages = file.seek(0, 2) // page_size
+        file.seek(28)
+        file.write(pages.to_bytes(4, "big"))  # the header's page count, which SQLite trusts over the file's size
+    return dict(zip(schema.TREND_INDEXES, roots))
+
+
+def _layout(head: bytes, size: int):
+    """(page size, usable bytes a page, whether 0 and 1 take no bytes, pages) of a database whose first 100
+    bytes are HEAD and whose file has SIZE bytes; None for one these pages cannot be appended to: pointer-map
+    pages (auto-vacuum), or a page count that is not the file's."""
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    if int.from_bytes(head[52:56], "big") or pages * page_size != size or not page_size:
+        return None
+    return page_size, page_size - head[20], int.from_bytes(head[44:48], "big") >= 4, pages
+
+
+def name_pages(conn: connection.Connection, roots: dict[str, int]) -> None:
+    """The indexes whose pages `write_pages` wrote, made known to SQLite: their rows in sqlite_schema, as CREATE
+    INDEX would have written them, and the schema's version moved on as far. The connection must be reopened
+    before it runs anything else, so that it reads the new schema."""
+    version = conn.execute("PRAGMA schema_version").fetchall()[0][0]
+    conn.execute("PRAGMA writable_schema = ON")
+    for name, root in roots.items():
+        sql = schema.index_sql(name, "trend_data", schema.TREND_INDEXES[name])
+        conn.execute(schema.NAME_INDEX, (name, root, sql))
+    conn.execute(f"PRAGMA schema_version = {version + len(roots)}")
+    conn.commit()
+    conn.execute("PRAGMA writable_schema = OFF")
+
+
+def build_indexes(
+    conn: connection.Connection, written: bool, trend_stat1: list[tuple[str, str, str]] | None = None
+) -> None:
+    """The read indexes not WRITTEN as pages, then ANALYZE; with TREND_STAT1 (trend_data's sqlite_stat1 rows,
+    known from the load) ANALYZE reads only the small tables."""
+    if not written:
+        for name, columns in schema.TREND_INDEXES.items():
+            conn.execute(schema.index_sql(name, "trend_data", columns))
+    for name, (table, columns) in schema.OTHER_INDEXES.items():
+        conn.execute(schema.index_sql(name, table, columns))
     conn.commit()
     if trend_stat1 is None:
         conn.execute("ANALYZE")

@@ -42,6 +42,10 @@ DIMENSION_TABLES = (
 )
 
 
+# trend_data's primary key: a WITHOUT ROWID table's record holds these first, in this order, then the other columns.
+TREND_KEY = ("rank", "step", "target_id", "metric_id")
+
+
 def trend_data_ddl(stats) -> str:
     return f"""CREATE TABLE IF NOT EXISTS trend_data (
     rank INTEGER NOT NULL,
@@ -49,7 +53,7 @@ def trend_data_ddl(stats) -> str:
     target_id INTEGER NOT NULL,
     metric_id INTEGER NOT NULL,
     {", ".join(f"{stat} REAL DEFAULT NULL" for stat in stats)},
-    PRIMARY KEY (rank, step, target_id, metric_id),
+    PRIMARY KEY ({", ".join(TREND_KEY)}),
     FOREIGN KEY (target_id) REFERENCES monitoring_targets(target_id),
     FOREIGN KEY (metric_id) REFERENCES monitoring_metrics(metric_id)
 ) WITHOUT ROWID"""
@@ -88,12 +92,28 @@ SET_TARGET_SEQUENCE = "UPDATE sqlite_sequence SET seq = ? WHERE name = 'monitori
 INSERT_TAG = "INSERT INTO monitoring_tags (tag_id, tag_name, category, metric_id) VALUES (?, ?, ?, ?)"
 INSERT_TAG_TARGET = "INSERT INTO tag_target_mapping (tag_id, target_id) VALUES (?, ?)"
 
-# What the Trend Analyzer's queries need (docs/trend-db.md §7); ANALYZE only ever runs after these.
-CREATE_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS idx_trend_metric_step ON trend_data(metric_id, step)",
-    "CREATE INDEX IF NOT EXISTS idx_trend_metric_target ON trend_data(metric_id, target_id)",
-    "CREATE INDEX IF NOT EXISTS idx_ttm_target ON tag_target_mapping(target_id, tag_id)",
-)
+# What the Trend Analyzer's queries need (docs/trend-db.md §7); ANALYZE only ever runs after these. trend_data's
+# are written as pages where they can be (trendconv.loading.btree), in this order, with the text SQLite keeps.
+TREND_INDEXES = {"idx_trend_metric_step": ("metric_id", "step"), "idx_trend_metric_target": ("metric_id", "target_id")}
+OTHER_INDEXES = {"idx_ttm_target": ("tag_target_mapping", ("target_id", "tag_id"))}
+
+
+# Writing index pages (trendconv.loading.btree): where trend_data's rows start, and an index named in the schema.
+TREND_ROOT = "SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND name = 'trend_data'"
+NAME_INDEX = "INSERT INTO sqlite_schema (type, name, tbl_name, rootpage, sql) VALUES ('index', ?, 'trend_data', ?, ?)"
+
+
+def index_sql(name: str, table: str, columns) -> str:
+    """An index's CREATE statement as SQLite keeps it in sqlite_schema (without IF NOT EXISTS)."""
+    return f"CREATE INDEX {name} ON {table}({', '.join(columns)})"
+
+
+def index_entry(columns) -> tuple[int, ...]:
+    """Where the columns of an index entry of trend_data over COLUMNS are in the table's record: the index's
+    columns, then the primary key's others in its order (SQLite's layout of an index on a WITHOUT ROWID table)."""
+    entry = [*columns, *(column for column in TREND_KEY if column not in columns)]
+    return tuple(TREND_KEY.index(column) for column in entry)
+
 
 # Every table but trend_data, whose sqlite_stat1 rows a loader may write itself (ANALYZE would scan it).
 SMALL_TABLES = ("monitoring_targets", "monitoring_metrics", "monitoring_tags", "tag_target_mapping", "global_stats")

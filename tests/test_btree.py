@@ -1,0 +1,226 @@
+"""trend_data's read indexes written as b-tree pages (trendconv.loading.btree and its C twin _btree): SQLite's
+integrity check passes, the entries are those CREATE INDEX makes, both twins write the same bytes, and keys that
+do not fit the plan leave the index to SQLite."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import sqlite3
+from pathlib import Path
+
+import apsw
+import pytest
+
+from trendconv import native
+from trendconv.loading import btree, indexes, schema
+from trendconv.loading.build import _reopened
+
+STATS = ("norm", "max", "min", "mean")
+BOUNDS = [0, 1, 2, 127, 128, 32767, 32768, 8388607, 8388608, 2**31 - 1, 2**31, 2**47 - 1, 2**47]
+NATIVE = native.extension(native.BTREE)
+
+
+def make_table(path: Path, rows, *, page_size: int = 512, reserved: int = 0, vacuum: str = "NONE") -> int:
+    """A database at PATH with trend_data holding ROWS (rank, step, target_id, metric_id): its table's root."""
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA page_size = {page_size}; PRAGMA auto_vacuum = {vacuum}")
+    if reserved:
+        wanted = ctypes.c_int(reserved)  # SQLite reads the int at the address it is given
+        conn.file_control("main", apsw.SQLITE_FCNTL_RESERVE_BYTES, ctypes.addressof(wanted))
+    conn.execute(schema.trend_data_ddl(STATS))
+    with conn:
+        conn.executemany("INSERT INTO trend_data VALUES (?, ?, ?, ?, 1.5, NULL, 0.0, -2.0)", rows)
+    (root,) = conn.execute(schema.TREND_ROOT).fetchall()[0]
+    conn.close()
+    return root
+
+
+def index_with_pages(path: Path, root: int) -> dict[str, int] | None:
+    roots = indexes.write_pages(path, root)
+    if roots is not None:
+        with _reopened(path) as conn:
+            indexes.name_pages(conn, roots)
+    return roots
+
+
+def index_entries(path: Path) -> dict[str, list[tuple]]:
+    """Each trend index's entries in its order, read through the index alone (a covering scan)."""
+    conn = sqlite3.connect(path)
+    entries = {}
+    for name, columns in schema.TREND_INDEXES.items():
+        order = [schema.TREND_KEY[position] for position in schema.index_entry(columns)]
+        query = f"SELECT {', '.join(order)} FROM trend_data INDEXED BY {name} ORDER BY {', '.join(order)}"
+        entries[name] = conn.execute(query).fetchall()
+    conn.close()
+    return entries
+
+
+def integrity(path: Path) -> list[tuple]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        conn.close()
+
+
+def random_rows(count: int, seed: int, values=None) -> list[tuple[int, int, int, int]]:
+    rng = random.Random(seed)
+    pick = (lambda: rng.choice(values)) if values else (lambda: rng.randrange(1 << rng.choice([1, 3, 9, 15])))
+    return list({(pick(), pick(), pick(), pick()) for _ in range(count)})
+
+
+def sqlite_built(tmp_path: Path, rows, **layout) -> Path:
+    path = tmp_path / "sqlite.db"
+    make_table(path, rows, **layout)
+    conn = apsw.Connection(str(path))
+    for name, columns in schema.TREND_INDEXES.items():
+        conn.execute(schema.index_sql(name, "trend_data", columns))
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("count", "seed", "layout"),
+    [
+        (0, 0, {}),
+        (1, 1, {}),
+        (3000, 2, {}),
+        (20000, 3, {}),
+        (5000, 4, {"page_size": 4096}),
+        (4000, 5, {"page_size": 1024, "reserved": 32}),
+        (30000, 6, {"page_size": 65536}),
+    ],
+)
+def test_index_pages_pass_the_integrity_check_and_hold_what_create_index_does(tmp_path, count, seed, layout):
+    rows = random_rows(count, seed)
+    path = tmp_path / "pages.db"
+    root = make_table(path, rows, **layout)
+    assert index_with_pages(path, root) is not None
+    assert integrity(path) == [("ok",)]
+    assert index_entries(path) == index_entries(sqlite_built(tmp_path, rows, **layout))
+
+
+@pytest.mark.parametrize("column", range(4))
+def test_every_integer_size_sqlite_writes_is_read_and_written(tmp_path, column):
+    """COLUMN takes values at each of SQLite's integer size bounds (48 bits of key), the others 0 to 31."""
+    rng = random.Random(column)
+    rows = {tuple(rng.choice(BOUNDS) if i == column else rng.randrange(32) for i in range(4)) for _ in range(3000)}
+    path = tmp_path / "pages.db"
+    assert index_with_pages(path, make_table(path, rows)) is not None
+    assert integrity(path) == [("ok",)]
+    assert index_entries(path) == index_entries(sqlite_built(tmp_path, rows))
+
+
+def tree_shape(path: Path, root: int) -> tuple[int, int]:
+    """(depth, pages) of the b-tree at ROOT, checking that every page but the root has a cell and that every leaf
+    is as deep as the others."""
+    data = path.read_bytes()
+    page_size = int.from_bytes(data[16:18], "big")
+    depths, pages = set(), 0
+    pending = [(root, 1)]
+    while pending:
+        page, depth = pending.pop()
+        base = (page - 1) * page_size
+        cells = int.from_bytes(data[base + 3 : base + 5], "big")
+        assert cells or page == root, f"page {page} has no cell"
+        pages += 1
+        if data[base] == btree.LEAF:
+            depths.add(depth)
+            continue
+        pending.append((int.from_bytes(data[base + 8 : base + 12], "big"), depth + 1))
+        for cell in range(cells):
+            at = base + int.from_bytes(data[base + 12 + 2 * cell : base + 14 + 2 * cell], "big")
+            pending.append((int.from_bytes(data[at : at + 4], "big"), depth + 1))
+    assert len(depths) <= 1
+    return max(depths), pages
+
+
+@pytest.mark.parametrize("twin", ["python", pytest.param("native", marks=pytest.mark.c_parts)])
+def test_no_page_is_left_without_a_cell_where_a_level_ends(tmp_path, monkeypatch, twin):
+    """Key counts around each place where the last key of the leaves, or the last child of a level above, would
+    be alone: every page keeps a cell and every leaf is as deep."""
+    monkeypatch.setattr(indexes, "write_indexes", btree.write_indexes if twin == "python" else NATIVE.write_indexes)
+    # Keys (r, 0, t, m) with 2 <= r, t, m < 128 are 8-byte records: a leaf cell of 9 bytes and its pointer of 2
+    # make (512 - 8) // 11 = 45 keys to a leaf, and an interior cell of 13 bytes 33 cells (34 children) to a page.
+    small = range(2, 128)
+    keys = [(r, 0, t, m) for r in small for t in small for m in small]
+    leaf_edges = [46 * leaves for leaves in (1, 2, 3)]  # a leaf and its divider take 46 keys: the last one alone
+    # 35 leaves: a page of the level above takes 34, one is left; 1,158 leaves: 35 pages above them, one is left
+    interior_edges = [46 * 34 + 23, 46 * 1157 + 23]
+    depths = {}
+    for count in [edge + extra for edge in leaf_edges + interior_edges for extra in (-1, 0, 1)]:
+        path = tmp_path / f"{count}.db"
+        roots = index_with_pages(path, make_table(path, keys[:count]))
+        assert integrity(path) == [("ok",)], count
+        depths[count] = tree_shape(path, roots["idx_trend_metric_target"])[0]
+    assert depths == {
+        **{count: 1 for count in (45,)},
+        **{count: 2 for count in (46, 47, 91, 92, 93, 137, 138, 139)},
+        **{count: 3 for count in (1586, 1587, 1588)},
+        **{count: 4 for count in (53244, 53245, 53246)},
+    }
+
+
+def written(twin, path: Path, root: int) -> tuple[list[int] | None, bytes]:
+    """TWIN's write_indexes of trend_data's indexes at the end of the database at PATH: the roots, the file."""
+    entries = [schema.index_entry(columns) for columns in schema.TREND_INDEXES.values()]
+    data = path.read_bytes()
+    with open(path, "r+b") as file:
+        roots = twin(file.fileno(), data, 512, 512, True, root, entries, len(data) // 512 + 1)
+    return roots, path.read_bytes()
+
+
+@pytest.mark.c_parts
+@pytest.mark.parametrize(("count", "seed"), [(0, 8), (1, 9), (5000, 10), (20000, 11)])
+def test_both_twins_write_the_same_pages(tmp_path, count, seed):
+    rows = {(rank % 32, step, target % 32, metric % 32) for rank, step, target, metric in random_rows(count, seed)}
+    rows |= {(0, bound, 0, 0) for bound in BOUNDS}  # every size of integer SQLite writes, in the step column
+    root = make_table(tmp_path / "python.db", rows)
+    make_table(tmp_path / "native.db", rows)
+    before = (tmp_path / "python.db").stat().st_size // 512
+    python = written(btree.write_indexes, tmp_path / "python.db", root)
+    assert written(NATIVE.write_indexes, tmp_path / "native.db", root) == python
+    roots, data = python
+    assert before < roots[0] < roots[1] == len(data) // 512  # each root is its index's last page, in order
+
+
+@pytest.mark.parametrize(
+    ("rows", "layout"),
+    [
+        ([(0, -1, 1, 1)], {}),  # a negative step
+        ([(2**40, 2**30, 1, 1)], {}),  # 41 + 31 + 1 + 1 bits of key
+        ([(0, 0, 1, 1)], {"vacuum": "FULL"}),  # pointer-map pages
+    ],
+)
+def test_keys_that_do_not_fit_the_plan_leave_the_file_as_it_was(tmp_path, rows, layout):
+    path = tmp_path / "pages.db"
+    root = make_table(path, rows, **layout)
+    before = path.read_bytes()
+    assert indexes.write_pages(path, root) is None
+    assert path.read_bytes() == before
+
+
+def test_a_key_that_is_not_an_integer_leaves_the_index_to_sqlite(tmp_path):
+    path = tmp_path / "pages.db"
+    conn = apsw.Connection(str(path))
+    conn.execute(schema.trend_data_ddl(STATS))
+    conn.execute("INSERT INTO trend_data VALUES (0, 0, 1, 1, 1, 1, 1, 1), (0, 'x', 1, 1, 1, 1, 1, 1)")
+    (root,) = conn.execute(schema.TREND_ROOT).fetchall()[0]
+    conn.close()
+    assert indexes.write_pages(path, root) is None
+
+
+def test_too_many_rows_are_left_to_sqlite(tmp_path, monkeypatch):
+    path = tmp_path / "pages.db"
+    root = make_table(path, random_rows(2000, 11))
+    rows = len(random_rows(2000, 11))
+    monkeypatch.setattr(btree, "MAX_ROWS", rows - 1)
+    assert written(btree.write_indexes, path, root)[0] is None
+    monkeypatch.setattr(btree, "MAX_ROWS", rows)
+    assert written(btree.write_indexes, path, root)[0] is not None
+
+
+@pytest.mark.c_parts
+def test_the_c_twin_has_the_same_row_limit():
+    assert NATIVE.MAX_ROWS == btree.MAX_ROWS == 1 << 23

@@ -1,0 +1,561 @@
+/* trend_data's read indexes as SQLite b-tree pages: the C twin of trendconv/loading/btree.py, which says what is
+ * done and why. Both write the same pages, byte for byte; keep them in step.
+ *
+ *     write_indexes(fd, db, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None
+ *
+ * DB is the database file's bytes (a buffer), ROOT the first page of trend_data's b-tree, ENTRIES one sequence
+ * per index: the positions in the table's record of the index entry's columns, in the entry's order. The pages
+ * are written to FD from page FIRST_PAGE on, one index after the other. None, with nothing written, where the
+ * keys do not fit the plan: one that is not a non-negative integer within its cell's local bytes, more than 64
+ * bits of key, more than MAX_ROWS rows, or pages this process cannot have written.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ROWS (1 << 23) /* btree.MAX_ROWS */
+#define MAX_COLUMNS 8      /* a record then has fewer than 128 bytes: its size is a one-byte varint */
+#define MAX_INDEXES 8
+#define BATCH 256 /* pages to a write */
+#define MAX_DEPTH 32
+#define MAX_POSITION 64 /* the columns of a record that can be read: trend_data has at most 18 */
+#define LEAF 0x0A
+#define INTERIOR 0x02
+#define LEAF_HEADER 8
+#define INTERIOR_HEADER 12
+
+typedef struct {
+    const uint8_t *bytes;
+    size_t size;
+    size_t page_size, usable;
+    int columns, needed; /* needed: 1 + the last column read */
+    int position[MAX_COLUMNS];
+} Table;
+
+static uint32_t get4(const uint8_t *at) { return (uint32_t)at[0] << 24 | at[1] << 16 | at[2] << 8 | at[3]; }
+static unsigned get2(const uint8_t *at) { return (unsigned)at[0] << 8 | at[1]; }
+
+static const uint8_t *varint(const uint8_t *at, const uint8_t *end, uint64_t *value) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        if (at >= end) return NULL;
+        v = v << 7 | (*at & 0x7F);
+        if (*at++ < 0x80) {
+            *value = v;
+            return at;
+        }
+    }
+    if (at >= end) return NULL;
+    *value = v << 8 | *at++;
+    return at;
+}
+
+static size_t local_bytes(uint64_t payload, size_t usable) {
+    uint64_t most = (usable - 12) * 64 / 255 - 23, least = (usable - 12) * 32 / 255 - 23;
+    if (payload <= most) return (size_t)payload;
+    uint64_t kept = least + (payload - least) % (usable - 4);
+    return (size_t)(kept <= most ? kept : least);
+}
+
+static size_t serial_size(uint64_t serial) {
+    static const size_t sizes[12] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0};
+    return serial >= 12 ? (size_t)((serial - 12) / 2) : sizes[serial];
+}
+
+/* The integers at the table's columns of the record in the cell whose payload size starts at AT; 0 if one is
+ * not a non-negative integer within the cell's local bytes. */
+static int cell_values(const Table *table, const uint8_t *at, const uint8_t *page_end, int64_t *values) {
+    uint64_t payload, header, serial;
+    int64_t starts[MAX_POSITION];
+    uint64_t serials[MAX_POSITION];
+    at = varint(at, page_end, &payload);
+    if (!at) return 0;
+    const uint8_t *end = at + local_bytes(payload, table->usable);
+    if (end > page_end) end = page_end;
+    const uint8_t *position = varint(at, end, &header), *body = at + header;
+    if (!position || body > end) return 0;
+    int count = 0;
+    size_t start = 0;
+    while (position < body && count < table->needed) { /* the columns after the last one needed are not read */
+        position = varint(position, body, &serial);
+        if (!position) return 0;
+        serials[count] = serial;
+        starts[count++] = (int64_t)start;
+        start += serial_size(serial);
+    }
+    for (int i = 0; i < table->columns; i++) {
+        int column = table->position[i];
+        if (column >= count) return 0;
+        serial = serials[column];
+        if (serial == 8 || serial == 9) {
+            values[i] = (int64_t)serial - 8;
+            continue;
+        }
+        if (serial < 1 || serial > 6) return 0;
+        size_t size = serial_size(serial);
+        const uint8_t *value = body + starts[column];
+        if (value + size > end) return 0;
+        int64_t v = (int8_t)value[0]; /* big-endian two's complement, sign from the first byte */
+        for (size_t b = 1; b < size; b++) v = (int64_t)((uint64_t)v << 8 | value[b]);
+        if (v < 0) return 0;
+        values[i] = v;
+    }
+    return 1;
+}
+
+typedef int (*Visit)(void *context, const int64_t *values);
+
+/* VISIT the values of every row of the b-tree at ROOT; 0 where a page or a row is not as planned. */
+static int walk(const Table *table, uint32_t root, Visit visit, void *context) {
+    size_t capacity = 1024, pending = 0;
+    uint32_t *pages = malloc(capacity * sizeof *pages), *depths = malloc(capacity * sizeof *depths);
+    int ok = pages && depths;
+    if (ok) pages[pending] = root, depths[pending++] = 0;
+    int64_t values[MAX_COLUMNS];
+    while (ok && pending) {
+        uint32_t page = pages[--pending], depth = depths[pending];
+        size_t base = ((size_t)page - 1) * table->page_size;
+        if (page < 2 || base + table->page_size > table->size || depth > MAX_DEPTH) {
+            ok = 0;
+            break;
+        }
+        const uint8_t *data = table->bytes + base, *page_end = data + table->usable;
+        int kind = data[0];
+        if (kind != LEAF && kind != INTERIOR) {
+            ok = 0;
+            break;
+        }
+        unsigned cells = get2(data + 3), header = kind == LEAF ? LEAF_HEADER : INTERIOR_HEADER;
+        if (pending + cells + 1 > capacity) {
+            capacity = (pending + cells + 1) * 2;
+            uint32_t *more_pages = realloc(pages, capacity * sizeof *pages);
+            if (more_pages) pages = more_pages;
+            uint32_t *more_depths = realloc(depths, capacity * sizeof *depths);
+            if (more_depths) depths = more_depths;
+            if (!more_pages || !more_depths) {
+                ok = 0;
+                break;
+            }
+        }
+        if (kind == INTERIOR) pages[pending] = get4(data + 8), depths[pending++] = depth + 1;
+        for (unsigned cell = 0; ok && cell < cells; cell++) {
+            if (header + 2 * cell + 2 > table->usable) {
+                ok = 0;
+                break;
+            }
+            const uint8_t *at = data + get2(data + header + 2 * cell);
+            if (kind == INTERIOR) {
+                if (at + 4 > page_end) {
+                    ok = 0;
+                    break;
+                }
+                pages[pending] = get4(at), depths[pending++] = depth + 1;
+                at += 4;
+            }
+            ok = at < page_end && cell_values(table, at, page_end, values) && visit(context, values);
+        }
+    }
+    free(pages);
+    free(depths);
+    return ok;
+}
+
+/* ---- the keys: counted and bounded, then packed, then sorted */
+
+typedef struct {
+    int columns;  /* of the table's record read: Table.position */
+    size_t rows;
+    int64_t most[MAX_COLUMNS];
+    int entry, order[MAX_COLUMNS], width[MAX_COLUMNS]; /* the entry's columns (Table.position indexes), widths */
+    uint64_t *keys;
+} Keys;
+
+static int measure(void *context, const int64_t *values) {
+    Keys *keys = context;
+    if (++keys->rows > MAX_ROWS) return 0;
+    for (int i = 0; i < keys->columns; i++)
+        if (values[i] > keys->most[i]) keys->most[i] = values[i];
+    return 1;
+}
+
+static uint64_t packed(const Keys *keys, const int64_t *values) {
+    uint64_t key = 0;
+    for (int i = 0; i < keys->entry; i++) key = key << keys->width[i] | (uint64_t)values[keys->order[i]]; /* < 64 */
+    return key;
+}
+
+static int pack(void *context, const int64_t *values) {
+    Keys *keys = context;
+    keys->keys[keys->rows++] = packed(keys, values);
+    return 1;
+}
+
+/* KEYS packed as FROM packs them, packed again in KEYS's entry order: an index over the same columns needs no
+ * second reading of the table. */
+static void repack(Keys *keys, const Keys *from) {
+    int64_t values[MAX_COLUMNS];
+    for (size_t r = 0; r < keys->rows; r++) {
+        uint64_t key = keys->keys[r];
+        for (int i = from->entry - 1; i >= 0; i--) {
+            values[from->order[i]] = (int64_t)(key & ((UINT64_C(1) << from->width[i]) - 1));
+            key >>= from->width[i];
+        }
+        keys->keys[r] = packed(keys, values);
+    }
+}
+
+static int bit_length(uint64_t value) {
+    int bits = 0;
+    while (value) bits++, value >>= 1;
+    return bits;
+}
+
+static void radix_sort(uint64_t *keys, uint64_t *spare, size_t rows, int bits) {
+    for (int shift = 0; shift < bits; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < rows; i++) count[((keys[i] >> shift) & 0xFF) + 1]++;
+        if (count[((keys[0] >> shift) & 0xFF) + 1] == rows) continue; /* one digit for all: nothing moves */
+        for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+        for (size_t i = 0; i < rows; i++) spare[count[(keys[i] >> shift) & 0xFF]++] = keys[i];
+        memcpy(keys, spare, rows * sizeof *keys);
+    }
+}
+
+/* ---- the pages */
+
+typedef struct {
+    size_t page_size, usable;
+    int small_ints, columns;
+    int width[MAX_COLUMNS];
+    uint32_t first_page; /* of the index being written */
+    int fd, error;       /* error: the errno of a failed write */
+    uint8_t *batch;      /* BATCH pages */
+    size_t count, buffered; /* pages made, and of those not yet written */
+} Pages;
+
+/* The record of KEY's values into OUT (at least 1 + 9 * MAX_COLUMNS bytes); its size. */
+static size_t payload(const Pages *p, uint64_t key, uint8_t *out) {
+    uint64_t values[MAX_COLUMNS];
+    for (int i = p->columns - 1; i >= 0; i--) {
+        values[i] = key & ((UINT64_C(1) << p->width[i]) - 1); /* a non-negative int64 has at most 63 bits */
+        key >>= p->width[i];
+    }
+    size_t size = 1 + (size_t)p->columns;
+    out[0] = (uint8_t)size;
+    for (int i = 0; i < p->columns; i++) {
+        uint64_t v = values[i];
+        int serial, bytes;
+        if (p->small_ints && v <= 1)
+            serial = 8 + (int)v, bytes = 0;
+        else if (v <= 0x7F)
+            serial = 1, bytes = 1;
+        else if (v <= 0x7FFF)
+            serial = 2, bytes = 2;
+        else if (v <= 0x7FFFFF)
+            serial = 3, bytes = 3;
+        else if (v <= 0x7FFFFFFF)
+            serial = 4, bytes = 4;
+        else if (v <= UINT64_C(0x7FFFFFFFFFFF))
+            serial = 5, bytes = 6;
+        else
+            serial = 6, bytes = 8;
+        out[1 + i] = (uint8_t)serial;
+        for (int b = bytes - 1; b >= 0; b--) out[size + (size_t)(bytes - 1 - b)] = (uint8_t)(v >> (8 * b));
+        size += (size_t)bytes;
+    }
+    return size;
+}
+
+static size_t payload_size(const Pages *p, uint64_t key) {
+    uint8_t scratch[1 + 9 * MAX_COLUMNS];
+    return payload(p, key, scratch);
+}
+
+/* The pages made and not yet written, written to their place in the file. */
+static int flush(Pages *p) {
+    const uint8_t *at = p->batch;
+    size_t left = p->buffered * p->page_size;
+    off_t offset = (off_t)(p->first_page - 1 + p->count - p->buffered) * (off_t)p->page_size;
+    while (left) {
+        ssize_t done = pwrite(p->fd, at, left, offset);
+        if (done < 0) {
+            p->error = errno;
+            return 0;
+        }
+        at += done, offset += done, left -= (size_t)done;
+    }
+    p->buffered = 0;
+    return 1;
+}
+
+static uint8_t *new_page(Pages *p) {
+    if (p->buffered == BATCH && !flush(p)) return NULL;
+    uint8_t *page = p->batch + p->buffered++ * p->page_size;
+    p->count++;
+    memset(page, 0, p->page_size);
+    return page;
+}
+
+static void put2(uint8_t *at, size_t value) { at[0] = (uint8_t)(value >> 8), at[1] = (uint8_t)value; }
+static void put4(uint8_t *at, uint32_t value) {
+    at[0] = (uint8_t)(value >> 24), at[1] = (uint8_t)(value >> 16), at[2] = (uint8_t)(value >> 8), at[3] = (uint8_t)value;
+}
+
+/* A page of the cells of KEYS (with CHILDREN's left pointers and RIGHT, for an interior page); its number or 0. */
+static uint32_t emit(Pages *p, int kind, const uint64_t *keys, const uint32_t *children, size_t cells, uint32_t right) {
+    uint8_t *page = new_page(p);
+    if (!page) return 0;
+    size_t header = kind == LEAF ? LEAF_HEADER : INTERIOR_HEADER, top = p->usable;
+    uint8_t record[1 + 9 * MAX_COLUMNS];
+    for (size_t i = 0; i < cells; i++) {
+        size_t size = payload(p, keys[i], record), cell = size + 1 + (kind == LEAF ? 0 : 4);
+        top -= cell;
+        uint8_t *at = page + top;
+        if (kind == INTERIOR) put4(at, children[i]), at += 4;
+        *at++ = (uint8_t)size;
+        memcpy(at, record, size);
+        put2(page + header + 2 * i, top);
+    }
+    page[0] = (uint8_t)kind;
+    put2(page + 3, cells);
+    put2(page + 5, top % 65536);
+    if (kind == INTERIOR) put4(page + 8, right);
+    return p->first_page + (uint32_t)p->count - 1;
+}
+
+typedef struct {
+    uint32_t *children;
+    uint64_t *dividers;
+    size_t count, dividers_count; /* children, dividers */
+} Level;
+
+static int grow(Level *level, size_t rows) {
+    level->children = malloc((rows + 1) * sizeof *level->children);
+    level->dividers = malloc((rows + 1) * sizeof *level->dividers);
+    level->count = level->dividers_count = 0;
+    return level->children && level->dividers;
+}
+
+static void drop(Level *level) {
+    free(level->children);
+    free(level->dividers);
+}
+
+static int leaves(Pages *p, const uint64_t *keys, size_t rows, Level *out) {
+    size_t start = 0;
+    while (start < rows) {
+        size_t end = start, used = LEAF_HEADER, cell;
+        while (end < rows && used + 2 + (cell = 1 + payload_size(p, keys[end])) <= p->usable) used += 2 + cell, end++;
+        if (end == rows) {
+            uint32_t page = emit(p, LEAF, keys + start, NULL, end - start, 0);
+            if (!page) return 0;
+            out->children[out->count++] = page;
+            break;
+        }
+        if (end == rows - 1) end--; /* the last key alone would be the divider: the last leaf gets a key */
+        uint32_t page = emit(p, LEAF, keys + start, NULL, end - start, 0);
+        if (!page) return 0;
+        out->children[out->count++] = page;
+        out->dividers[out->dividers_count++] = keys[end];
+        start = end + 1;
+    }
+    return 1;
+}
+
+static int interiors(Pages *p, const Level *in, Level *out) {
+    size_t first = 0;
+    while (first < in->count) {
+        size_t last = first, used = INTERIOR_HEADER, cell;
+        while (last + 1 < in->count && used + 2 + (cell = 5 + payload_size(p, in->dividers[last])) <= p->usable)
+            used += 2 + cell, last++;
+        if (last + 1 == in->count) {
+            uint32_t page = emit(p, INTERIOR, in->dividers + first, in->children + first, last - first, in->children[last]);
+            if (!page) return 0;
+            out->children[out->count++] = page;
+            break;
+        }
+        if (last + 2 == in->count) last--; /* the last child alone would make a page without a cell */
+        uint32_t page = emit(p, INTERIOR, in->dividers + first, in->children + first, last - first, in->children[last]);
+        if (!page) return 0;
+        out->children[out->count++] = page;
+        out->dividers[out->dividers_count++] = in->dividers[last];
+        first = last + 1;
+    }
+    return 1;
+}
+
+/* The pages of the sorted KEYS; the root's number, or 0 where memory ran out. */
+static uint32_t build(Pages *p, const uint64_t *keys, size_t rows) {
+    Level level, above;
+    /* a leaf holds at least 6 keys: (480 - 8) / (2 + 1 + 1 + 9 * MAX_COLUMNS), for the smallest page planned */
+    int ok = grow(&level, rows / 4 + 2) && leaves(p, keys, rows, &level);
+    while (ok && level.count > 1) {
+        ok = grow(&above, level.count) && interiors(p, &level, &above);
+        drop(&level);
+        level = above;
+    }
+    uint32_t root = 0;
+    if (ok && level.count == 1)
+        root = level.children[0];
+    else if (ok && rows == 0)
+        root = emit(p, LEAF, NULL, NULL, 0, 0); /* no rows: the root is an empty leaf */
+    drop(&level);
+    return root;
+}
+
+/* The index over KEYS's entry, its keys packed (and sorted here) into P's file: its root, or 0 (P's error set
+ * where a write failed; out of memory otherwise). */
+static uint32_t write_index(Pages *p, Keys *keys, uint64_t *spare) {
+    int bits = 0;
+    p->columns = keys->entry;
+    for (int i = 0; i < keys->entry; i++) bits += p->width[i] = keys->width[i];
+    radix_sort(keys->keys, spare, keys->rows, bits);
+    p->count = p->buffered = 0;
+    uint32_t root = build(p, keys->keys, keys->rows);
+    return root && flush(p) ? root : 0;
+}
+
+/* ENTRIES into KEYS's orders and widths (set from the table's columns read, TABLE's positions); 0 where one
+ * is not a sequence of positions or the keys have more than 64 bits. */
+static int plan(PyObject *entries, Table *table, Keys *keys, int count) {
+    for (int k = 0; k < count; k++) {
+        PyObject *entry = PySequence_Fast(PySequence_Fast_GET_ITEM(entries, k), "an entry is a sequence");
+        if (!entry) return -1;
+        Py_ssize_t columns = PySequence_Fast_GET_SIZE(entry);
+        int ok = columns >= 1 && columns <= MAX_COLUMNS;
+        keys[k].entry = (int)columns;
+        for (Py_ssize_t i = 0; ok && i < columns; i++) {
+            long position = PyLong_AsLong(PySequence_Fast_GET_ITEM(entry, i));
+            ok = position >= 0 && position < MAX_POSITION;
+            int at = 0;
+            while (ok && at < table->columns && table->position[at] != position) at++;
+            if (ok && at == table->columns) {
+                ok = table->columns < MAX_COLUMNS;
+                if (ok) table->position[table->columns++] = (int)position;
+            }
+            keys[k].order[i] = at;
+            if (ok && position + 1 > table->needed) table->needed = (int)position + 1;
+        }
+        Py_DECREF(entry);
+        if (PyErr_Occurred()) return -1;
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+static int widths(Keys *keys, int count, const Keys *measured) {
+    for (int k = 0; k < count; k++) {
+        int bits = 0;
+        for (int i = 0; i < keys[k].entry; i++) bits += keys[k].width[i] = bit_length((uint64_t)measured->most[keys[k].order[i]]);
+        if (bits > 64) return 0;
+    }
+    return 1;
+}
+
+/* Whether the entries A and B have the same columns, in any order. */
+static int same_columns(const Keys *a, const Keys *b) {
+    if (a->entry != b->entry) return 0;
+    for (int i = 0; i < a->entry; i++) {
+        int found = 0;
+        for (int j = 0; j < b->entry; j++) found |= a->order[i] == b->order[j];
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+static PyObject *write_indexes(PyObject *self, PyObject *args) {
+    int fd, small_ints;
+    Py_buffer db;
+    Py_ssize_t page_size, usable;
+    unsigned long root, first_page;
+    PyObject *entries_arg;
+    if (!PyArg_ParseTuple(args, "iy*nnpkOk", &fd, &db, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page))
+        return NULL;
+    PyObject *result = NULL, *entries = PySequence_Fast(entries_arg, "entries must be a sequence");
+    Table table = {db.buf, (size_t)db.len, (size_t)page_size, (size_t)usable, 0, 0, {0}};
+    Keys keys[MAX_INDEXES] = {{0}}, measured = {0};
+    Pages pages = {(size_t)page_size, (size_t)usable, small_ints, 0, {0}, (uint32_t)first_page, fd, 0, NULL, 0, 0};
+    uint32_t roots[MAX_INDEXES];
+    uint64_t *spare = NULL, *sorted = NULL;
+    if (!entries) goto done;
+    int count = (int)PySequence_Fast_GET_SIZE(entries);
+    int fits = count >= 1 && count <= MAX_INDEXES && usable >= 480 && usable <= page_size && page_size <= 65536;
+    if (fits) {
+        fits = plan(entries, &table, keys, count);
+        if (fits < 0) goto done;
+    }
+    if (fits) {
+        measured.columns = table.columns;
+        Py_BEGIN_ALLOW_THREADS;
+        fits = walk(&table, (uint32_t)root, measure, &measured) && widths(keys, count, &measured);
+        Py_END_ALLOW_THREADS;
+    }
+    if (!fits) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    size_t rows = measured.rows;
+    spare = malloc((rows + 1) * sizeof *spare);
+    sorted = malloc((rows + 1) * sizeof *sorted);
+    pages.batch = malloc(BATCH * (size_t)page_size);
+    if (!spare || !sorted || !pages.batch) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    for (int k = 0; ok && k < count; k++) {
+        keys[k].keys = sorted;
+        if (k && same_columns(&keys[k], &keys[k - 1])) {
+            keys[k].rows = rows;
+            repack(&keys[k], &keys[k - 1]);
+        } else {
+            keys[k].rows = 0;
+            ok = walk(&table, (uint32_t)root, pack, &keys[k]); /* it was read once already: it reads again */
+        }
+        roots[k] = ok ? write_index(&pages, &keys[k], spare) : 0;
+        ok = roots[k] != 0;
+        pages.first_page += (uint32_t)pages.count;
+    }
+    Py_END_ALLOW_THREADS;
+    if (!ok) {
+        if (pages.error) {
+            errno = pages.error;
+            PyErr_SetFromErrno(PyExc_OSError);
+        } else if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    result = PyList_New(count);
+    for (int k = 0; result && k < count; k++) PyList_SET_ITEM(result, k, PyLong_FromUnsignedLong(roots[k]));
+done:
+    Py_XDECREF(entries);
+    free(spare);
+    free(sorted);
+    free(pages.batch);
+    PyBuffer_Release(&db);
+    return result;
+}
+
+PyDoc_STRVAR(write_indexes_doc,
+             "write_indexes(fd, db, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None\n\n"
+             "trend_data's indexes over ENTRIES written to FD (trendconv.loading.btree.write_indexes).");
+
+static PyMethodDef methods[] = {
+    {"write_indexes", write_indexes, METH_VARARGS, write_indexes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_btree", "trend_data's read indexes as SQLite b-tree pages.", -1, methods, NULL, NULL, NULL,
+    NULL};
+
+PyMODINIT_FUNC PyInit__btree(void) {
+    PyObject *module = PyModule_Create(&module_def);
+    if (module && PyModule_AddIntConstant(module, "MAX_ROWS", MAX_ROWS) < 0) Py_CLEAR(module);
+    return module;
+}

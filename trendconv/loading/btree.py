@@ -1,0 +1,276 @@
+"""trend_data's read indexes written as SQLite b-tree pages directly, in one pass over the sorted keys, rather than
+by `CREATE INDEX` (docs/architecture.md, "Index pages").
+
+SQLite builds an index by sorting records it decodes and compares one by one; that was most of the index build,
+which runs after the last shard with the other core idle. Here the keys of every trend row are read off the
+table's own pages, packed into one integer each (the columns in the index's order, so that integer order is the
+index's order), sorted as integers and laid out as full pages, leaves first. SQLite's file format is public
+(https://www.sqlite.org/fileformat2.html: "B-tree Pages" and "Record Format"); `PRAGMA integrity_check`, which
+compares every index entry with its row, passes on every database the tests build.
+
+`write_indexes` is the Python twin of trendconv.loading._btree.write_indexes (the same pages, byte for byte, much
+more slowly); it gives None where the keys do not fit the plan (a negative or non-integer key, more than 64 bits of
+key, more than MAX_ROWS rows), and the caller lets SQLite build that index as before.
+"""
+
+from __future__ import annotations
+
+import os
+
+MAX_ROWS = 1 << 23  # the sort holds two 8-byte words a row: 128 MiB at most, else SQLite's sorter (it spills)
+MAX_COLUMNS = 8  # a record then has fewer than 128 bytes: its size is a one-byte varint
+MAX_POSITION = 64  # the columns of a record that can be read: trend_data has at most 18
+MAX_INDEXES = 8
+SMALLEST_USABLE = 480  # SQLite's least usable page size: a leaf then holds at least 6 keys
+
+LEAF, INTERIOR = 0x0A, 0x02  # index b-tree page types
+_LEAF_HEADER, _INTERIOR_HEADER = 8, 12
+_MAX_DEPTH = 32  # far beyond any real b-tree: a deeper one is not a file this process wrote
+
+
+def write_indexes(fd: int, db, page_size: int, usable: int, small_ints: bool, root: int, entries, first_page: int):
+    """The indexes over ENTRIES (each the positions in trend_data's record of an index entry's columns, in the
+    entry's order) of the WITHOUT ROWID table whose b-tree starts at page ROOT of DB (the file's bytes), written
+    to FD from page FIRST_PAGE on, one after the other: their root pages, or None (nothing written) where the
+    keys do not fit the plan."""
+    if not _planned(entries, page_size, usable):
+        return None
+    columns = sorted({column for entry in entries for column in entry})
+    rows = _table_keys(db, page_size, usable, root, columns)
+    if rows is None or len(rows) > MAX_ROWS:
+        return None
+    most = [max((row[at] for row in rows), default=0) for at in range(len(columns))]
+    orders = [[columns.index(column) for column in entry] for entry in entries]
+    widths = [[most[at].bit_length() for at in order] for order in orders]
+    if any(sum(entry) > 64 for entry in widths):
+        return None
+    roots = []
+    for order, entry_widths in zip(orders, widths):
+        keys = sorted(_pack([row[at] for at in order], entry_widths) for row in rows)
+        pages = _Pages(fd, page_size, usable, small_ints, entry_widths, first_page)
+        roots.append(pages.build(keys))
+        first_page += pages.count
+    return roots
+
+
+def _planned(entries, page_size: int, usable: int) -> bool:
+    if not 1 <= len(entries) <= MAX_INDEXES or not SMALLEST_USABLE <= usable <= page_size <= 65536:
+        return False
+    return all(1 <= len(entry) <= MAX_COLUMNS and all(0 <= at < MAX_POSITION for at in entry) for entry in entries)
+
+
+def _pack(values, widths) -> int:
+    key = 0
+    for value, width in zip(values, widths):
+        key = (key << width) | value
+    return key
+
+
+def _unpack(key: int, widths) -> list[int]:
+    values = []
+    for width in reversed(widths):
+        values.append(key & ((1 << width) - 1))
+        key >>= width
+    return values[::-1]
+
+
+# ---- reading the table's rows
+
+
+def _table_keys(db, page_size: int, usable: int, root: int, columns):
+    """COLUMNS of every row of the b-tree at ROOT, or None where one is not a non-negative integer within the
+    cell's local bytes (or the pages are not a b-tree this process could have written)."""
+    rows = []
+    pending = [(root, 0)]
+    while pending:
+        page, depth = pending.pop()
+        base = (page - 1) * page_size
+        if page < 2 or base + page_size > len(db) or depth > _MAX_DEPTH:
+            return None
+        kind = db[base]
+        if kind not in (LEAF, INTERIOR):
+            return None
+        header = _LEAF_HEADER if kind == LEAF else _INTERIOR_HEADER
+        if kind == INTERIOR:
+            pending.append((int.from_bytes(db[base + 8 : base + 12], "big"), depth + 1))
+        for cell in range(int.from_bytes(db[base + 3 : base + 5], "big")):
+            at = base + int.from_bytes(db[base + header + 2 * cell : base + header + 2 * cell + 2], "big")
+            if kind == INTERIOR:
+                pending.append((int.from_bytes(db[at : at + 4], "big"), depth + 1))
+                at += 4
+            values = _cell_values(db, at, base + usable, usable, columns)
+            if values is None:
+                return None
+            rows.append(values)
+    return rows
+
+
+def _cell_values(db, at: int, page_end: int, usable: int, columns):
+    """The integers at COLUMNS of the record in the cell at AT, or None."""
+    payload, at = _varint(db, at)
+    end = min(at + _local(payload, usable), page_end)
+    header, position = _varint(db, at)
+    starts, start, position = [], at + header, position
+    while position < at + header:
+        serial, position = _varint(db, position)
+        starts.append((serial, start))
+        start += _serial_size(serial)
+    values = []
+    for column in columns:
+        if column >= len(starts):
+            return None
+        value = _integer(db, *starts[column], end)
+        if value is None or value < 0:
+            return None
+        values.append(value)
+    return values
+
+
+def _local(payload: int, usable: int) -> int:
+    """How many of a payload's bytes an index b-tree cell holds on its page (the file format's "B-tree Pages")."""
+    most = (usable - 12) * 64 // 255 - 23
+    if payload <= most:
+        return payload
+    least = (usable - 12) * 32 // 255 - 23
+    kept = least + (payload - least) % (usable - 4)
+    return kept if kept <= most else least
+
+
+_INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
+
+
+def _serial_size(serial: int) -> int:
+    if serial >= 12:
+        return (serial - 12) // 2
+    return {7: 8}.get(serial, _INT_SIZES.get(serial, 0))
+
+
+def _integer(db, serial: int, start: int, end: int):
+    if serial in (8, 9):
+        return serial - 8
+    size = _INT_SIZES.get(serial)
+    if size is None or start + size > end:
+        return None
+    return int.from_bytes(db[start : start + size], "big", signed=True)
+
+
+def _varint(db, at: int) -> tuple[int, int]:
+    value = 0
+    for offset in range(8):
+        byte = db[at + offset]
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, at + offset + 1
+    return (value << 8) | db[at + 8], at + 9
+
+
+# ---- writing the index's pages
+
+
+def record(values, small_ints: bool) -> bytes:
+    """VALUES (non-negative integers) as a SQLite record, each in the fewest bytes, as SQLite writes them."""
+    serials, body = [], b""
+    for value in values:
+        serial, size = _serial(value, small_ints)
+        serials.append(serial)
+        body += value.to_bytes(size, "big") if size else b""
+    return bytes([len(serials) + 1, *serials]) + body
+
+
+def _serial(value: int, small_ints: bool) -> tuple[int, int]:
+    if small_ints and value <= 1:
+        return 8 + value, 0
+    for serial, limit in ((1, 0x7F), (2, 0x7FFF), (3, 0x7FFFFF), (4, 0x7FFFFFFF), (5, 0x7FFFFFFFFFFF)):
+        if value <= limit:
+            return serial, _INT_SIZES[serial]
+    return 6, 8
+
+
+class _Pages:
+    """The pages of one index: full leaves in key order, each level's dividers (one key between two pages) in
+    the next level up, until one page, the root, holds the rest. Every page has at least one cell, as SQLite's
+    own b-trees do: where the last page of a level would have none, its neighbour gives it one."""
+
+    def __init__(self, fd: int, page_size: int, usable: int, small_ints: bool, widths, first_page: int) -> None:
+        self.fd, self.page_size, self.usable, self.small_ints, self.widths = fd, page_size, usable, small_ints, widths
+        self.first_page, self.count = first_page, 0
+
+    def build(self, keys) -> int:
+        """The pages of KEYS (sorted) written; the root's number."""
+        children, dividers = self._leaves(keys)
+        while len(children) > 1:
+            children, dividers = self._interiors(children, dividers)
+        if not children:  # no rows: the root is an empty leaf
+            children = [self._emit(LEAF, [], 0)]
+        return children[0]
+
+    def _payload(self, key: int) -> bytes:
+        return record(_unpack(key, self.widths), self.small_ints)
+
+    def _leaves(self, keys):
+        children, dividers, start = [], [], 0
+        while start < len(keys):
+            end, used = start, _LEAF_HEADER
+            while end < len(keys) and used + 2 + 1 + len(self._payload(keys[end])) <= self.usable:
+                used += 2 + 1 + len(self._payload(keys[end]))
+                end += 1
+            if end == len(keys):
+                children.append(self._leaf(keys[start:end]))
+                break
+            if end == len(keys) - 1:  # the last key alone would be the divider: the last leaf gets a key
+                end -= 1
+            children.append(self._leaf(keys[start:end]))
+            dividers.append(keys[end])
+            start = end + 1
+        return children, dividers
+
+    def _interiors(self, children, dividers):
+        """The level above CHILDREN, whose DIVIDERS[i] lies between CHILDREN[i] and CHILDREN[i + 1]."""
+        above, promoted, first = [], [], 0
+        while first < len(children):
+            last, used = first, _INTERIOR_HEADER
+            while last + 1 < len(children) and used + 2 + 5 + len(self._payload(dividers[last])) <= self.usable:
+                used += 2 + 5 + len(self._payload(dividers[last]))
+                last += 1
+            if last + 1 == len(children):
+                above.append(self._interior(children[first : last + 1], dividers[first:last]))
+                break
+            if last + 2 == len(children):  # the last child alone would make a page without a cell
+                last -= 1
+            above.append(self._interior(children[first : last + 1], dividers[first:last]))
+            promoted.append(dividers[last])
+            first = last + 1
+        return above, promoted
+
+    def _leaf(self, keys) -> int:
+        cells = [bytes([len(payload)]) + payload for payload in map(self._payload, keys)]
+        return self._emit(LEAF, cells, 0)
+
+    def _interior(self, children, dividers) -> int:
+        cells = [
+            child.to_bytes(4, "big") + bytes([len(payload)]) + payload
+            for child, payload in zip(children, map(self._payload, dividers))
+        ]
+        return self._emit(INTERIOR, cells, children[-1])
+
+    def _emit(self, kind: int, cells, right: int) -> int:
+        """A page of CELLS, the first at the end of the usable space, as SQLite fills a page; its number."""
+        page = bytearray(self.page_size)
+        header = _LEAF_HEADER if kind == LEAF else _INTERIOR_HEADER
+        top = self.usable
+        for position, cell in enumerate(cells):
+            top -= len(cell)
+            page[top : top + len(cell)] = cell
+            page[header + 2 * position : header + 2 * position + 2] = top.to_bytes(2, "big")
+        page[0] = kind
+        page[3:5] = len(cells).to_bytes(2, "big")
+        page[5:7] = (top % 65536).to_bytes(2, "big")  # 65,536 is written 0
+        if kind == INTERIOR:
+            page[8:12] = right.to_bytes(4, "big")
+        number = self.first_page + self.count
+        view, offset = memoryview(page), (number - 1) * self.page_size
+        while view:  # a short write (a disk filling up) is followed by one that raises
+            written = os.pwrite(self.fd, view, offset)
+            view, offset = view[written:], offset + written
+        self.count += 1
+        return number
