@@ -1,9 +1,9 @@
 /* trend_data's read indexes as SQLite b-tree pages: the C twin of trendconv/loading/btree.py, which says what is
  * done and why. Both write the same pages, byte for byte; keep them in step.
  *
- *     write_indexes(fd, db, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None
+ *     write_indexes(fd, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None
  *
- * DB is the database file's bytes (a buffer), ROOT the first page of trend_data's b-tree, ENTRIES one sequence
+ * FD is the database file open for reading and writing, of FIRST_PAGE - 1 pages; ROOT the first page of trend_data's b-tree, ENTRIES one sequence
  * per index: the positions in the table's record of the index entry's columns, in the entry's order. The pages
  * are written to FD from page FIRST_PAGE on, one index after the other. None, with nothing written, where the
  * keys do not fit the plan: one that is not a non-negative integer within its cell's local bytes, more than 64
@@ -29,8 +29,9 @@
 #define INTERIOR_HEADER 12
 
 typedef struct {
-    const uint8_t *bytes;
-    size_t size;
+    int fd;          /* the database file, read a page at a time: no mapping of the whole file in memory */
+    uint8_t *page;   /* page_size bytes */
+    size_t size;     /* of the file, in bytes */
     size_t page_size, usable;
     int columns, needed; /* needed: 1 + the last column read */
     int position[MAX_COLUMNS];
@@ -110,7 +111,7 @@ static int cell_values(const Table *table, const uint8_t *at, const uint8_t *pag
 typedef int (*Visit)(void *context, const int64_t *values);
 
 /* VISIT the values of every row of the b-tree at ROOT; 0 where a page or a row is not as planned. */
-static int walk(const Table *table, uint32_t root, Visit visit, void *context) {
+static int walk(Table *table, uint32_t root, Visit visit, void *context) {
     size_t capacity = 1024, pending = 0;
     uint32_t *pages = malloc(capacity * sizeof *pages), *depths = malloc(capacity * sizeof *depths);
     int ok = pages && depths;
@@ -123,7 +124,11 @@ static int walk(const Table *table, uint32_t root, Visit visit, void *context) {
             ok = 0;
             break;
         }
-        const uint8_t *data = table->bytes + base, *page_end = data + table->usable;
+        if (pread(table->fd, table->page, table->page_size, (off_t)base) != (ssize_t)table->page_size) {
+            ok = 0; /* SQLite, building the index instead, will meet the same failure and say what it is */
+            break;
+        }
+        const uint8_t *data = table->page, *page_end = data + table->usable;
         int kind = data[0];
         if (kind != LEAF && kind != INTERIOR) {
             ok = 0;
@@ -468,15 +473,15 @@ static int same_columns(const Keys *a, const Keys *b) {
 }
 
 static PyObject *write_indexes(PyObject *self, PyObject *args) {
+    (void)self;
     int fd, small_ints;
-    Py_buffer db;
     Py_ssize_t page_size, usable;
     unsigned long root, first_page;
     PyObject *entries_arg;
-    if (!PyArg_ParseTuple(args, "iy*nnpkOk", &fd, &db, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page))
+    if (!PyArg_ParseTuple(args, "innpkOk", &fd, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page))
         return NULL;
     PyObject *result = NULL, *entries = PySequence_Fast(entries_arg, "entries must be a sequence");
-    Table table = {db.buf, (size_t)db.len, (size_t)page_size, (size_t)usable, 0, 0, {0}};
+    Table table = {fd, NULL, ((size_t)first_page - 1) * (size_t)page_size, (size_t)page_size, (size_t)usable, 0, 0, {0}};
     Keys keys[MAX_INDEXES] = {{0}}, measured = {0};
     Pages pages = {(size_t)page_size, (size_t)usable, small_ints, 0, {0}, (uint32_t)first_page, fd, 0, NULL, 0, 0};
     uint32_t roots[MAX_INDEXES];
@@ -487,6 +492,10 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     if (fits) {
         fits = plan(entries, &table, keys, count);
         if (fits < 0) goto done;
+    }
+    if (fits && !(table.page = malloc((size_t)page_size))) {
+        PyErr_NoMemory();
+        goto done;
     }
     if (fits) {
         measured.columns = table.columns;
@@ -537,12 +546,12 @@ done:
     free(spare);
     free(sorted);
     free(pages.batch);
-    PyBuffer_Release(&db);
+    free(table.page);
     return result;
 }
 
 PyDoc_STRVAR(write_indexes_doc,
-             "write_indexes(fd, db, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None\n\n"
+             "write_indexes(fd, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None\n\n"
              "trend_data's indexes over ENTRIES written to FD (trendconv.loading.btree.write_indexes).");
 
 static PyMethodDef methods[] = {

@@ -28,15 +28,15 @@ _LEAF_HEADER, _INTERIOR_HEADER = 8, 12
 _MAX_DEPTH = 32  # far beyond any real b-tree: a deeper one is not a file this process wrote
 
 
-def write_indexes(fd: int, db, page_size: int, usable: int, small_ints: bool, root: int, entries, first_page: int):
+def write_indexes(fd: int, page_size: int, usable: int, small_ints: bool, root: int, entries, first_page: int):
     """The indexes over ENTRIES (each the positions in trend_data's record of an index entry's columns, in the
-    entry's order) of the WITHOUT ROWID table whose b-tree starts at page ROOT of DB (the file's bytes), written
-    to FD from page FIRST_PAGE on, one after the other: their root pages, or None (nothing written) where the
-    keys do not fit the plan."""
+    entry's order) of the WITHOUT ROWID table whose b-tree starts at page ROOT of the database open at FD (of
+    FIRST_PAGE - 1 pages), written to it from page FIRST_PAGE on, one after the other: their root pages, or None
+    (nothing written) where the keys do not fit the plan. The file is read a page at a time."""
     if not _planned(entries, page_size, usable):
         return None
     columns = sorted({column for entry in entries for column in entry})
-    rows = _table_keys(db, page_size, usable, root, columns)
+    rows = _table_keys(_Pager(fd, page_size, first_page - 1), usable, root, columns)
     if rows is None or len(rows) > MAX_ROWS:
         return None
     most = [max((row[at] for row in rows), default=0) for at in range(len(columns))]
@@ -77,28 +77,39 @@ def _unpack(key: int, widths) -> list[int]:
 # ---- reading the table's rows
 
 
-def _table_keys(db, page_size: int, usable: int, root: int, columns):
+class _Pager:
+    """The pages of the database open at FD, of PAGES pages, one read at a time."""
+
+    def __init__(self, fd: int, page_size: int, pages: int) -> None:
+        self.fd, self.page_size, self.pages = fd, page_size, pages
+
+    def read(self, page: int) -> bytes | None:
+        if not 2 <= page <= self.pages:
+            return None
+        data = os.pread(self.fd, self.page_size, (page - 1) * self.page_size)
+        return data if len(data) == self.page_size else None
+
+
+def _table_keys(pager: _Pager, usable: int, root: int, columns):
     """COLUMNS of every row of the b-tree at ROOT, or None where one is not a non-negative integer within the
     cell's local bytes (or the pages are not a b-tree this process could have written)."""
     rows = []
     pending = [(root, 0)]
     while pending:
         page, depth = pending.pop()
-        base = (page - 1) * page_size
-        if page < 2 or base + page_size > len(db) or depth > _MAX_DEPTH:
+        data = pager.read(page)
+        if data is None or depth > _MAX_DEPTH or data[0] not in (LEAF, INTERIOR):
             return None
-        kind = db[base]
-        if kind not in (LEAF, INTERIOR):
-            return None
+        kind = data[0]
         header = _LEAF_HEADER if kind == LEAF else _INTERIOR_HEADER
         if kind == INTERIOR:
-            pending.append((int.from_bytes(db[base + 8 : base + 12], "big"), depth + 1))
-        for cell in range(int.from_bytes(db[base + 3 : base + 5], "big")):
-            at = base + int.from_bytes(db[base + header + 2 * cell : base + header + 2 * cell + 2], "big")
+            pending.append((int.from_bytes(data[8:12], "big"), depth + 1))
+        for cell in range(int.from_bytes(data[3:5], "big")):
+            at = int.from_bytes(data[header + 2 * cell : header + 2 * cell + 2], "big")
             if kind == INTERIOR:
-                pending.append((int.from_bytes(db[at : at + 4], "big"), depth + 1))
+                pending.append((int.from_bytes(data[at : at + 4], "big"), depth + 1))
                 at += 4
-            values = _cell_values(db, at, base + usable, usable, columns)
+            values = _cell_values(data, at, usable, usable, columns)
             if values is None:
                 return None
             rows.append(values)

@@ -7,7 +7,6 @@ SQLite builds them with CREATE INDEX, as it does the small table's index.
 
 from __future__ import annotations
 
-import mmap
 from pathlib import Path
 
 from trendconv import native
@@ -30,8 +29,7 @@ def write_pages(path: Path, table_root: int) -> dict[str, int] | None:
             return None
         page_size, usable, small_ints, pages = layout
         entries = [schema.index_entry(columns) for columns in schema.TREND_INDEXES.values()]
-        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as db:
-            roots = write_indexes(file.fileno(), db, page_size, usable, small_ints, table_root, entries, pages + 1)
+        roots = write_indexes(file.fileno(), page_size, usable, small_ints, table_root, entries, pages + 1)
         if roots is None:
             return None
         pages = file.seek(0, 2) // page_size
@@ -56,14 +54,14 @@ def name_pages(conn: connection.Connection, roots: dict[str, int]) -> None:
     """The indexes whose pages `write_pages` wrote, made known to SQLite: their rows in sqlite_schema, as CREATE
     INDEX would have written them, and the schema's version moved on as far. The connection must be reopened
     before it runs anything else, so that it reads the new schema."""
-    version = conn.execute("PRAGMA schema_version").fetchall()[0][0]
-    conn.execute("PRAGMA writable_schema = ON")
+    version = conn.execute(schema.SCHEMA_VERSION).fetchall()[0][0]
+    conn.execute(schema.WRITABLE_SCHEMA.format("ON"))
     for name, root in roots.items():
         sql = schema.index_sql(name, "trend_data", schema.TREND_INDEXES[name])
         conn.execute(schema.NAME_INDEX, (name, root, sql))
-    conn.execute(f"PRAGMA schema_version = {version + len(roots)}")
+    conn.execute(f"{schema.SCHEMA_VERSION} = {version + len(roots)}")
     conn.commit()
-    conn.execute("PRAGMA writable_schema = OFF")
+    conn.execute(schema.WRITABLE_SCHEMA.format("OFF"))
 
 
 def build_indexes(

@@ -101,6 +101,8 @@ OTHER_INDEXES = {"idx_ttm_target": ("tag_target_mapping", ("target_id", "tag_id"
 # Writing index pages (trendconv.loading.btree): where trend_data's rows start, and an index named in the schema.
 TREND_ROOT = "SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND name = 'trend_data'"
 NAME_INDEX = "INSERT INTO sqlite_schema (type, name, tbl_name, rootpage, sql) VALUES ('index', ?, 'trend_data', ?, ?)"
+SCHEMA_VERSION = "PRAGMA schema_version"
+WRITABLE_SCHEMA = "PRAGMA writable_schema = {}"
 
 
 def index_sql(name: str, table: str, columns) -> str:
