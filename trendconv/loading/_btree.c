@@ -21,6 +21,7 @@
 #define MAX_COLUMNS 8      /* a record then has fewer than 128 bytes: its size is a one-byte varint */
 #define MAX_INDEXES 8
 #define BATCH 256 /* pages to a write */
+#define WINDOW 64 /* pages to a read, where they follow each other */
 #define MAX_DEPTH 32
 #define MAX_POSITION 64 /* the columns of a record that can be read: trend_data has at most 18 */
 #define LEAF 0x0A
@@ -30,7 +31,7 @@
 
 typedef struct {
     int fd;          /* the database file, read a page at a time: no mapping of the whole file in memory */
-    uint8_t *page;   /* page_size bytes */
+    uint8_t *page;   /* WINDOW pages */
     size_t size;     /* of the file, in bytes */
     size_t page_size, usable;
     int columns, needed; /* needed: 1 + the last column read */
@@ -110,62 +111,105 @@ static int cell_values(const Table *table, const uint8_t *at, const uint8_t *pag
 
 typedef int (*Visit)(void *context, const int64_t *values);
 
-/* VISIT the values of every row of the b-tree at ROOT; 0 where a page or a row is not as planned. */
-static int walk(Table *table, uint32_t root, Visit visit, void *context) {
-    size_t capacity = 1024, pending = 0;
-    uint32_t *pages = malloc(capacity * sizeof *pages), *depths = malloc(capacity * sizeof *depths);
-    int ok = pages && depths;
-    if (ok) pages[pending] = root, depths[pending++] = 0;
-    int64_t values[MAX_COLUMNS];
-    while (ok && pending) {
-        uint32_t page = pages[--pending], depth = depths[pending];
-        size_t base = ((size_t)page - 1) * table->page_size;
-        if (page < 2 || base + table->page_size > table->size || depth > MAX_DEPTH) {
-            ok = 0;
-            break;
-        }
-        if (pread(table->fd, table->page, table->page_size, (off_t)base) != (ssize_t)table->page_size) {
-            ok = 0; /* SQLite, building the index instead, will meet the same failure and say what it is */
-            break;
-        }
-        const uint8_t *data = table->page, *page_end = data + table->usable;
-        int kind = data[0];
-        if (kind != LEAF && kind != INTERIOR) {
-            ok = 0;
-            break;
-        }
-        unsigned cells = get2(data + 3), header = kind == LEAF ? LEAF_HEADER : INTERIOR_HEADER;
-        if (pending + cells + 1 > capacity) {
-            capacity = (pending + cells + 1) * 2;
-            uint32_t *more_pages = realloc(pages, capacity * sizeof *pages);
-            if (more_pages) pages = more_pages;
-            uint32_t *more_depths = realloc(depths, capacity * sizeof *depths);
-            if (more_depths) depths = more_depths;
-            if (!more_pages || !more_depths) {
-                ok = 0;
-                break;
-            }
-        }
-        if (kind == INTERIOR) pages[pending] = get4(data + 8), depths[pending++] = depth + 1;
-        for (unsigned cell = 0; ok && cell < cells; cell++) {
-            if (header + 2 * cell + 2 > table->usable) {
-                ok = 0;
-                break;
-            }
-            const uint8_t *at = data + get2(data + header + 2 * cell);
-            if (kind == INTERIOR) {
-                if (at + 4 > page_end) {
-                    ok = 0;
-                    break;
-                }
-                pages[pending] = get4(at), depths[pending++] = depth + 1;
-                at += 4;
-            }
-            ok = at < page_end && cell_values(table, at, page_end, values) && visit(context, values);
-        }
+/* Pages still to read, with their depths. */
+typedef struct {
+    uint32_t *pages, *depths;
+    size_t count, capacity;
+} Stack;
+
+static int push(Stack *stack, uint32_t page, uint32_t depth) {
+    if (stack->count == stack->capacity) {
+        size_t capacity = stack->capacity ? stack->capacity * 2 : 1024;
+        uint32_t *pages = realloc(stack->pages, capacity * sizeof *pages);
+        if (pages) stack->pages = pages;
+        uint32_t *depths = realloc(stack->depths, capacity * sizeof *depths);
+        if (depths) stack->depths = depths;
+        if (!pages || !depths) return 0;
+        stack->capacity = capacity;
     }
-    free(pages);
-    free(depths);
+    stack->pages[stack->count] = page, stack->depths[stack->count++] = depth;
+    return 1;
+}
+
+typedef struct {
+    Table *table;
+    Visit visit;
+    void *context;
+    Stack pending, leaves; /* pages to read one by one, and leaves to read in file order */
+    int64_t leaf_depth;    /* -1 until the first leaf is met: every leaf of a b-tree is as deep */
+} Walk;
+
+static int child(Walk *w, uint32_t page, uint32_t depth) {
+    return (int64_t)depth == w->leaf_depth ? push(&w->leaves, page, depth) : push(&w->pending, page, depth);
+}
+
+/* VISIT the rows of the cells of the page at DATA; the children of an interior page onto PENDING (at DEPTH + 1), or
+ * onto LEAVES where they are at the leaves' depth. 0 where the page or a row is not as planned. */
+static int visit_page(Walk *w, const uint8_t *data, uint32_t depth) {
+    const uint8_t *page_end = data + w->table->usable;
+    int kind = data[0];
+    if (kind != LEAF && kind != INTERIOR) return 0;
+    if (kind == LEAF && w->leaf_depth < 0) w->leaf_depth = depth;
+    if ((kind == LEAF) != ((int64_t)depth == w->leaf_depth)) return 0; /* not a b-tree SQLite writes */
+    unsigned cells = get2(data + 3), header = kind == LEAF ? LEAF_HEADER : INTERIOR_HEADER;
+    if (kind == INTERIOR && !child(w, get4(data + 8), depth + 1)) return 0;
+    int64_t values[MAX_COLUMNS];
+    for (unsigned cell = 0; cell < cells; cell++) {
+        if (header + 2 * cell + 2 > w->table->usable) return 0;
+        const uint8_t *at = data + get2(data + header + 2 * cell);
+        if (kind == INTERIOR) {
+            if (at + 4 > page_end || !child(w, get4(at), depth + 1)) return 0;
+            at += 4;
+        }
+        if (at >= page_end || !cell_values(w->table, at, page_end, values) || !w->visit(w->context, values)) return 0;
+    }
+    return 1;
+}
+
+static int compare_pages(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int in_file(const Table *table, uint32_t page) {
+    return page >= 2 && (size_t)page * table->page_size <= table->size;
+}
+
+/* The leaves gathered, in the order of their pages in the file, read WINDOW pages at a time where they follow
+ * each other (the rows' order does not matter: their keys are sorted after). */
+static int visit_leaves(Walk *w) {
+    Table *table = w->table;
+    uint32_t *leaves = w->leaves.pages;
+    size_t count = w->leaves.count;
+    qsort(leaves, count, sizeof *leaves, compare_pages);
+    for (size_t i = 0; i < count;) {
+        size_t run = 1;
+        while (i + run < count && run < WINDOW && leaves[i + run] == leaves[i] + run) run++;
+        if (!in_file(table, leaves[i] + (uint32_t)run - 1) || !in_file(table, leaves[i])) return 0;
+        size_t bytes = run * table->page_size;
+        if (pread(table->fd, table->page, bytes, (off_t)(leaves[i] - 1) * (off_t)table->page_size) != (ssize_t)bytes)
+            return 0; /* SQLite, building the index instead, will meet the same failure and say what it is */
+        for (size_t j = 0; j < run; j++)
+            if (!visit_page(w, table->page + j * table->page_size, (uint32_t)w->leaf_depth)) return 0;
+        i += run;
+    }
+    return 1;
+}
+
+/* VISIT the values of every row of the b-tree at ROOT; 0 where a page or a row is not as planned. The pages
+ * above the leaves are read one by one as the tree is walked down; the leaves, most of the pages, after. */
+static int walk(Table *table, uint32_t root, Visit visit, void *context) {
+    Walk w = {table, visit, context, {0}, {0}, -1};
+    int ok = push(&w.pending, root, 0);
+    while (ok && w.pending.count) {
+        uint32_t page = w.pending.pages[--w.pending.count], depth = w.pending.depths[w.pending.count];
+        ok = in_file(table, page) && depth <= MAX_DEPTH &&
+             pread(table->fd, table->page, table->page_size, (off_t)(page - 1) * (off_t)table->page_size) ==
+                 (ssize_t)table->page_size &&
+             visit_page(&w, table->page, depth);
+    }
+    ok = ok && visit_leaves(&w);
+    free(w.pending.pages), free(w.pending.depths), free(w.leaves.pages), free(w.leaves.depths);
     return ok;
 }
 
@@ -177,13 +221,37 @@ typedef struct {
     int64_t most[MAX_COLUMNS];
     int entry, order[MAX_COLUMNS], width[MAX_COLUMNS]; /* the entry's columns (Table.position indexes), widths */
     uint64_t *keys;
+    size_t capacity; /* of KEYS, while the measuring walk gathers them */
+    int gathering;   /* whether it still does: each key packed in the columns' order, `width` bits a column */
 } Keys;
+
+static uint64_t packed(const Keys *keys, const int64_t *values);
+
+/* The measuring walk keeps each key, packed with a fixed width a column (16 bits for trend_data's four), while
+ * every value fits it: the first index's keys are then these repacked, and the table is read once, not twice. */
+static void gather(Keys *keys, const int64_t *values) {
+    for (int i = 0; i < keys->columns; i++)
+        if ((uint64_t)values[i] >> keys->width[i]) keys->gathering = 0;
+    if (keys->gathering && keys->rows > keys->capacity) {
+        size_t capacity = keys->capacity ? keys->capacity * 2 : 65536;
+        uint64_t *more = realloc(keys->keys, capacity * sizeof *more);
+        if (more)
+            keys->keys = more, keys->capacity = capacity;
+        else
+            keys->gathering = 0;
+    }
+    if (keys->gathering)
+        keys->keys[keys->rows - 1] = packed(keys, values);
+    else
+        free(keys->keys), keys->keys = NULL, keys->capacity = 0;
+}
 
 static int measure(void *context, const int64_t *values) {
     Keys *keys = context;
     if (++keys->rows > MAX_ROWS) return 0;
     for (int i = 0; i < keys->columns; i++)
         if (values[i] > keys->most[i]) keys->most[i] = values[i];
+    if (keys->gathering) gather(keys, values);
     return 1;
 }
 
@@ -219,13 +287,17 @@ static int bit_length(uint64_t value) {
     return bits;
 }
 
+#define DIGIT 11 /* bits a pass of the sort: 26 bits of key (32 x 4 x 16) take three */
+
 static void radix_sort(uint64_t *keys, uint64_t *spare, size_t rows, int bits) {
-    for (int shift = 0; shift < bits; shift += 8) {
-        size_t count[257] = {0};
-        for (size_t i = 0; i < rows; i++) count[((keys[i] >> shift) & 0xFF) + 1]++;
-        if (count[((keys[0] >> shift) & 0xFF) + 1] == rows) continue; /* one digit for all: nothing moves */
-        for (int d = 0; d < 256; d++) count[d + 1] += count[d];
-        for (size_t i = 0; i < rows; i++) spare[count[(keys[i] >> shift) & 0xFF]++] = keys[i];
+    size_t count[(1 << DIGIT) + 1]; /* 16 KiB of stack; not static: builds may run on several threads */
+    const uint64_t mask = (1 << DIGIT) - 1;
+    for (int shift = 0; shift < bits; shift += DIGIT) {
+        memset(count, 0, sizeof count);
+        for (size_t i = 0; i < rows; i++) count[((keys[i] >> shift) & mask) + 1]++;
+        if (count[((keys[0] >> shift) & mask) + 1] == rows) continue; /* one digit for all: nothing moves */
+        for (size_t d = 0; d < mask + 1; d++) count[d + 1] += count[d];
+        for (size_t i = 0; i < rows; i++) spare[count[(keys[i] >> shift) & mask]++] = keys[i];
         memcpy(keys, spare, rows * sizeof *keys);
     }
 }
@@ -275,9 +347,16 @@ static size_t payload(const Pages *p, uint64_t key, uint8_t *out) {
     return size;
 }
 
+/* The size of KEY's record, as `payload` writes it. */
 static size_t payload_size(const Pages *p, uint64_t key) {
-    uint8_t scratch[1 + 9 * MAX_COLUMNS];
-    return payload(p, key, scratch);
+    size_t size = 1 + (size_t)p->columns;
+    for (int i = p->columns - 1; i >= 0; i--) {
+        uint64_t v = key & ((UINT64_C(1) << p->width[i]) - 1);
+        key >>= p->width[i];
+        size += (p->small_ints && v <= 1) ? 0 : v <= 0x7F ? 1 : v <= 0x7FFF ? 2 : v <= 0x7FFFFF ? 3 : v <= 0x7FFFFFFF ? 4
+              : v <= UINT64_C(0x7FFFFFFFFFFF) ? 6 : 8;
+    }
+    return size;
 }
 
 /* The pages made and not yet written, written to their place in the file. */
@@ -493,12 +572,14 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
         fits = plan(entries, &table, keys, count);
         if (fits < 0) goto done;
     }
-    if (fits && !(table.page = malloc((size_t)page_size))) {
+    if (fits && !(table.page = malloc(WINDOW * (size_t)page_size))) {
         PyErr_NoMemory();
         goto done;
     }
     if (fits) {
-        measured.columns = table.columns;
+        measured.columns = measured.entry = table.columns;
+        measured.gathering = 1;
+        for (int i = 0; i < table.columns; i++) measured.order[i] = i, measured.width[i] = 64 / table.columns < 63 ? 64 / table.columns : 63;
         Py_BEGIN_ALLOW_THREADS;
         fits = walk(&table, (uint32_t)root, measure, &measured) && widths(keys, count, &measured);
         Py_END_ALLOW_THREADS;
@@ -509,7 +590,8 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     }
     size_t rows = measured.rows;
     spare = malloc((rows + 1) * sizeof *spare);
-    sorted = malloc((rows + 1) * sizeof *sorted);
+    sorted = measured.gathering && measured.keys ? measured.keys : malloc((rows + 1) * sizeof *sorted);
+    measured.keys = measured.gathering ? NULL : measured.keys;
     pages.batch = malloc(BATCH * (size_t)page_size);
     if (!spare || !sorted || !pages.batch) {
         PyErr_NoMemory();
@@ -522,6 +604,9 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
         if (k && same_columns(&keys[k], &keys[k - 1])) {
             keys[k].rows = rows;
             repack(&keys[k], &keys[k - 1]);
+        } else if (!k && measured.gathering && rows) {
+            keys[k].rows = rows;
+            repack(&keys[k], &measured);
         } else {
             keys[k].rows = 0;
             ok = walk(&table, (uint32_t)root, pack, &keys[k]); /* it was read once already: it reads again */
@@ -543,6 +628,7 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     for (int k = 0; result && k < count; k++) PyList_SET_ITEM(result, k, PyLong_FromUnsignedLong(roots[k]));
 done:
     Py_XDECREF(entries);
+    free(measured.keys);
     free(spare);
     free(sorted);
     free(pages.batch);
