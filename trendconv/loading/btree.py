@@ -56,6 +56,8 @@ def write_indexes(fd: int, page_size: int, usable: int, small_ints: bool, root: 
 def _planned(entries, page_size: int, usable: int) -> bool:
     if not 1 <= len(entries) <= MAX_INDEXES or not SMALLEST_USABLE <= usable <= page_size <= 65536:
         return False
+    if len({column for entry in entries for column in entry}) > MAX_COLUMNS:  # the columns read, all indexes
+        return False
     return all(1 <= len(entry) <= MAX_COLUMNS and all(0 <= at < MAX_POSITION for at in entry) for entry in entries)
 
 
@@ -222,9 +224,8 @@ class _Pages:
         children, dividers, start = [], [], 0
         while start < len(keys):
             end, used = start, _LEAF_HEADER
-            while end < len(keys) and used + 2 + 1 + len(self._payload(keys[end])) <= self.usable:
-                used += 2 + 1 + len(self._payload(keys[end]))
-                end += 1
+            while end < len(keys) and used + (cell := 2 + 1 + len(self._payload(keys[end]))) <= self.usable:
+                used, end = used + cell, end + 1
             if end == len(keys):
                 children.append(self._leaf(keys[start:end]))
                 break
@@ -240,9 +241,8 @@ class _Pages:
         above, promoted, first = [], [], 0
         while first < len(children):
             last, used = first, _INTERIOR_HEADER
-            while last + 1 < len(children) and used + 2 + 5 + len(self._payload(dividers[last])) <= self.usable:
-                used += 2 + 5 + len(self._payload(dividers[last]))
-                last += 1
+            while last + 1 < len(children) and used + (cell := 7 + len(self._payload(dividers[last]))) <= self.usable:
+                used, last = used + cell, last + 1
             if last + 1 == len(children):
                 above.append(self._interior(children[first : last + 1], dividers[first:last]))
                 break
