@@ -3,11 +3,12 @@
  *
  *     write_indexes(fd, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None
  *
- * FD is the database file open for reading and writing, of FIRST_PAGE - 1 pages; ROOT the first page of trend_data's b-tree, ENTRIES one sequence
- * per index: the positions in the table's record of the index entry's columns, in the entry's order. The pages
- * are written to FD from page FIRST_PAGE on, one index after the other. None, with nothing written, where the
- * keys do not fit the plan: one that is not a non-negative integer within its cell's local bytes, more than 64
- * bits of key, more than MAX_ROWS rows, or pages this process cannot have written.
+ * FD is the database file open for reading and writing, of FIRST_PAGE - 1 pages; ROOT the first page of
+ * trend_data's b-tree; ENTRIES one sequence per index: the positions in the table's record of the index entry's
+ * columns, in the entry's order. The pages are written to FD from page FIRST_PAGE on, one index after the
+ * other. None, with nothing written, where the keys do not fit the plan: one that is not a non-negative integer
+ * within its cell's local bytes, more than 64 bits of key, more than MAX_ROWS rows, or pages this process cannot
+ * have written.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,13 +31,27 @@
 #define INTERIOR_HEADER 12
 
 typedef struct {
-    int fd;          /* the database file, read a page at a time: no mapping of the whole file in memory */
-    uint8_t *page;   /* WINDOW pages */
+    int fd;          /* the database file, read with pread (not mapped: its pages are not the loader's memory) */
+    uint8_t *page;   /* WINDOW pages: a run of leaves that follow each other in the file is read at once */
     size_t size;     /* of the file, in bytes */
     size_t page_size, usable;
     int columns, needed; /* needed: 1 + the last column read */
     int position[MAX_COLUMNS];
 } Table;
+
+/* BYTES from OFFSET of the table's file into its buffer; 0 where they cannot be read. A signal (Ctrl-C) during the
+ * read is handled by Python when the call returns: the read goes on. */
+static int read_at(Table *table, size_t bytes, uint32_t page) {
+    uint8_t *at = table->page;
+    off_t offset = (off_t)(page - 1) * (off_t)table->page_size;
+    while (bytes) {
+        ssize_t done = pread(table->fd, at, bytes, offset);
+        if (done < 0 && errno == EINTR) continue;
+        if (done <= 0) return 0;
+        at += done, offset += done, bytes -= (size_t)done;
+    }
+    return 1;
+}
 
 static uint32_t get4(const uint8_t *at) { return (uint32_t)at[0] << 24 | at[1] << 16 | at[2] << 8 | at[3]; }
 static unsigned get2(const uint8_t *at) { return (unsigned)at[0] << 8 | at[1]; }
@@ -78,8 +93,9 @@ static int cell_values(const Table *table, const uint8_t *at, const uint8_t *pag
     if (!at) return 0;
     const uint8_t *end = at + local_bytes(payload, table->usable);
     if (end > page_end) end = page_end;
-    const uint8_t *position = varint(at, end, &header), *body = at + header;
-    if (!position || body > end) return 0;
+    const uint8_t *position = varint(at, end, &header);
+    if (!position || header > (uint64_t)(end - at)) return 0;
+    const uint8_t *body = at + header;
     int count = 0;
     size_t start = 0;
     while (position < body && count < table->needed) { /* the columns after the last one needed are not read */
@@ -187,8 +203,7 @@ static int visit_leaves(Walk *w) {
         while (i + run < count && run < WINDOW && leaves[i + run] == leaves[i] + run) run++;
         if (!in_file(table, leaves[i] + (uint32_t)run - 1) || !in_file(table, leaves[i])) return 0;
         size_t bytes = run * table->page_size;
-        if (pread(table->fd, table->page, bytes, (off_t)(leaves[i] - 1) * (off_t)table->page_size) != (ssize_t)bytes)
-            return 0; /* SQLite, building the index instead, will meet the same failure and say what it is */
+        if (!read_at(table, bytes, leaves[i])) return 0; /* SQLite, building the index instead, meets it too */
         for (size_t j = 0; j < run; j++)
             if (!visit_page(w, table->page + j * table->page_size, (uint32_t)w->leaf_depth)) return 0;
         i += run;
@@ -203,9 +218,7 @@ static int walk(Table *table, uint32_t root, Visit visit, void *context) {
     int ok = push(&w.pending, root, 0);
     while (ok && w.pending.count) {
         uint32_t page = w.pending.pages[--w.pending.count], depth = w.pending.depths[w.pending.count];
-        ok = in_file(table, page) && depth <= MAX_DEPTH &&
-             pread(table->fd, table->page, table->page_size, (off_t)(page - 1) * (off_t)table->page_size) ==
-                 (ssize_t)table->page_size &&
+        ok = in_file(table, page) && depth <= MAX_DEPTH && read_at(table, table->page_size, page) &&
              visit_page(&w, table->page, depth);
     }
     ok = ok && visit_leaves(&w);
@@ -353,8 +366,13 @@ static size_t payload_size(const Pages *p, uint64_t key) {
     for (int i = p->columns - 1; i >= 0; i--) {
         uint64_t v = key & ((UINT64_C(1) << p->width[i]) - 1);
         key >>= p->width[i];
-        size += (p->small_ints && v <= 1) ? 0 : v <= 0x7F ? 1 : v <= 0x7FFF ? 2 : v <= 0x7FFFFF ? 3 : v <= 0x7FFFFFFF ? 4
-              : v <= UINT64_C(0x7FFFFFFFFFFF) ? 6 : 8;
+        size += (p->small_ints && v <= 1) ? 0
+                : v <= 0x7F                  ? 1
+                : v <= 0x7FFF                ? 2
+                : v <= 0x7FFFFF              ? 3
+                : v <= 0x7FFFFFFF            ? 4
+                : v <= UINT64_C(0x7FFFFFFFFFFF) ? 6
+                                             : 8;
     }
     return size;
 }
@@ -366,6 +384,7 @@ static int flush(Pages *p) {
     off_t offset = (off_t)(p->first_page - 1 + p->count - p->buffered) * (off_t)p->page_size;
     while (left) {
         ssize_t done = pwrite(p->fd, at, left, offset);
+        if (done < 0 && errno == EINTR) continue; /* a signal: Python handles it when the call returns */
         if (done < 0) {
             p->error = errno;
             return 0;
@@ -386,7 +405,8 @@ static uint8_t *new_page(Pages *p) {
 
 static void put2(uint8_t *at, size_t value) { at[0] = (uint8_t)(value >> 8), at[1] = (uint8_t)value; }
 static void put4(uint8_t *at, uint32_t value) {
-    at[0] = (uint8_t)(value >> 24), at[1] = (uint8_t)(value >> 16), at[2] = (uint8_t)(value >> 8), at[3] = (uint8_t)value;
+    put2(at, value >> 16);
+    put2(at + 2, value & 0xFFFF);
 }
 
 /* A page of the cells of KEYS (with CHILDREN's left pointers and RIGHT, for an interior page); its number or 0. */
@@ -457,7 +477,8 @@ static int interiors(Pages *p, const Level *in, Level *out) {
         while (last + 1 < in->count && used + 2 + (cell = 5 + payload_size(p, in->dividers[last])) <= p->usable)
             used += 2 + cell, last++;
         if (last + 1 == in->count) {
-            uint32_t page = emit(p, INTERIOR, in->dividers + first, in->children + first, last - first, in->children[last]);
+            uint32_t page =
+                emit(p, INTERIOR, in->dividers + first, in->children + first, last - first, in->children[last]);
             if (!page) return 0;
             out->children[out->count++] = page;
             break;
@@ -503,8 +524,9 @@ static uint32_t write_index(Pages *p, Keys *keys, uint64_t *spare) {
     return root && flush(p) ? root : 0;
 }
 
-/* ENTRIES into KEYS's orders and widths (set from the table's columns read, TABLE's positions); 0 where one
- * is not a sequence of positions or the keys have more than 64 bits. */
+/* ENTRIES into KEYS's orders (indexes into TABLE's positions, the columns read, which it adds to); 0 where an
+ * entry is not 1 to MAX_COLUMNS positions under MAX_POSITION or the columns read would be more than MAX_COLUMNS,
+ * -1 with a Python error set. */
 static int plan(PyObject *entries, Table *table, Keys *keys, int count) {
     for (int k = 0; k < count; k++) {
         PyObject *entry = PySequence_Fast(PySequence_Fast_GET_ITEM(entries, k), "an entry is a sequence");
@@ -531,10 +553,13 @@ static int plan(PyObject *entries, Table *table, Keys *keys, int count) {
     return 1;
 }
 
+/* Each entry's widths: the bits of the largest value MEASURED in each of its columns; 0 where an entry would have
+ * more than 64 bits of key. */
 static int widths(Keys *keys, int count, const Keys *measured) {
     for (int k = 0; k < count; k++) {
         int bits = 0;
-        for (int i = 0; i < keys[k].entry; i++) bits += keys[k].width[i] = bit_length((uint64_t)measured->most[keys[k].order[i]]);
+        for (int i = 0; i < keys[k].entry; i++)
+            bits += keys[k].width[i] = bit_length((uint64_t)measured->most[keys[k].order[i]]);
         if (bits > 64) return 0;
     }
     return 1;
@@ -560,7 +585,8 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "innpkOk", &fd, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page))
         return NULL;
     PyObject *result = NULL, *entries = PySequence_Fast(entries_arg, "entries must be a sequence");
-    Table table = {fd, NULL, ((size_t)first_page - 1) * (size_t)page_size, (size_t)page_size, (size_t)usable, 0, 0, {0}};
+    size_t file_size = ((size_t)first_page - 1) * (size_t)page_size;
+    Table table = {fd, NULL, file_size, (size_t)page_size, (size_t)usable, 0, 0, {0}};
     Keys keys[MAX_INDEXES] = {{0}}, measured = {0};
     Pages pages = {(size_t)page_size, (size_t)usable, small_ints, 0, {0}, (uint32_t)first_page, fd, 0, NULL, 0, 0};
     uint32_t roots[MAX_INDEXES];
@@ -579,7 +605,8 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     if (fits) {
         measured.columns = measured.entry = table.columns;
         measured.gathering = 1;
-        for (int i = 0; i < table.columns; i++) measured.order[i] = i, measured.width[i] = 64 / table.columns < 63 ? 64 / table.columns : 63;
+        int width = 64 / table.columns < 63 ? 64 / table.columns : 63; /* 16 bits for trend_data's 4 columns */
+        for (int i = 0; i < table.columns; i++) measured.order[i] = i, measured.width[i] = width;
         Py_BEGIN_ALLOW_THREADS;
         fits = walk(&table, (uint32_t)root, measure, &measured) && widths(keys, count, &measured);
         Py_END_ALLOW_THREADS;
