@@ -598,3 +598,31 @@ def test_shard_files_are_listed_one_at_a_time_in_the_order_of_their_sorted_paths
     names = ["A.parquet", "a/x.parquet", "a-b.parquet", "b/y.parquet", "b.parquet", "link.parquet", "z.parquet"]
     assert [path.relative_to(directory).as_posix() for path in found] == [*names, "z.parquet/q.parquet"]
     assert list(list_shards(tmp_path / "nothing")) == []
+
+
+def test_the_orphan_check_names_the_units_only_when_a_shard_file_is_there(tmp_path):
+    """A first parse (no shard files) makes no unit's shard name; with one file there, each unit is named once."""
+    from trendconv.formats.dump.scan import scan
+    from trendconv.parsing.reuse import remove_orphans
+
+    many_file_sets(tmp_path / "data", steps=2, ranks=2)
+    units = scan(tmp_path / "data").file_sets
+    fmt = FORMATS["dump"]
+    named = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(fmt, name)
+
+        def shard_name(self, unit):
+            named.append(unit)
+            return fmt.shard_name(unit)
+
+    part = tmp_path / "work" / "dump"
+    assert remove_orphans(part, units, Counting()) == (0, [])
+    assert named == []
+    stray = shards.shard_dir(part) / "stray.parquet"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("not a shard")
+    assert remove_orphans(part, units, Counting()) == (0, [stray])
+    assert named == units

@@ -149,13 +149,13 @@ def _local(payload: int, usable: int) -> int:
     return kept if kept <= most else least
 
 
-_INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
+_INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}  # serial type -> bytes; 7 is a float of 8, 8 to 11 take none
 
 
 def _serial_size(serial: int) -> int:
     if serial >= 12:
         return (serial - 12) // 2
-    return {7: 8}.get(serial, _INT_SIZES.get(serial, 0))
+    return 8 if serial == 7 else _INT_SIZES.get(serial, 0)
 
 
 def _integer(db, serial: int, start: int, end: int):

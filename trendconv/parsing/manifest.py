@@ -64,9 +64,9 @@ def _record_selection(document: dict, options: ParseOptions) -> None:
 
 def manifest_shards(work: Path, fmt: Format) -> Iterator[shards.Shard]:
     """The shards of FMT's part of WORK in the manifest's order, each read (and checked) as it is reached: the
-    plan's order, which is processing order for a manifest this trendconv wrote. The load
-    stage keeps them compressed as they come (trendconv.loading.records.in_order): 100,000 metas as dicts at once
-    were most of the memory of a `load`."""
+    plan's order, which is processing order for a manifest this trendconv wrote. The load stage keeps them
+    compressed as they come (trendconv.loading.records.in_order): 100,000 metas as dicts at once were most of the
+    memory of a `load`."""
     part = workdir.found_part(work, fmt)
     unfinished = "the parse of this WORK did not finish; run `trendconv.parse()` again"
     path = workdir.manifest_path(part)

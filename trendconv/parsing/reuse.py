@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -149,7 +150,8 @@ def remove_orphans(
     used goes.
     """
     directory = shards.shard_dir(part)
-    wanted = _Wanted(units, fmt, directory) if chunks is None else (used or set())
+    names = _UnitNames(units, fmt, directory)
+    wanted = names if chunks is None else (used or set())
     removed, foreign = 0, list(chunks.foreign) if chunks else []
     for path in shards.list_shards(part):
         if path in wanted or (chunks is not None and shards.is_chunk(path, directory)):
@@ -162,35 +164,36 @@ def remove_orphans(
         else:
             foreign.append(path)
     if chunks is not None:
-        removed += _remove_chunks(chunks, wanted, units, fmt, selection, directory)
+        removed += _remove_chunks(chunks, wanted, names, fmt, selection, directory)
     return removed, sorted(foreign)
 
 
-class _Wanted:
-    """`in`: whether a path under the shard directory is the own shard file of one of UNITS. Their names are made
-    at the first question only: a WORK without shard files (a first parse) asks none."""
+class _UnitNames:
+    """The shard names of UNITS (the plan's), made at the first question only: a WORK without shard files (a first
+    parse) asks none. `in` takes a path under DIRECTORY, the shard directory."""
 
     def __init__(self, units: Sequence, fmt: Format, directory: Path):
         self._units, self._fmt, self._directory = units, fmt, directory
-        self._names: set[str] | None = None
+
+    @functools.cached_property
+    def names(self) -> set[str]:
+        return set(map(self._fmt.shard_name, self._units))
 
     def __contains__(self, path: Path) -> bool:
-        if self._names is None:
-            self._names = set(map(self._fmt.shard_name, self._units))
-        return path.relative_to(self._directory).as_posix() in self._names
+        return path.relative_to(self._directory).as_posix() in self.names
 
 
-def _remove_chunks(chunks: Chunks, used: set[Path], units, fmt: Format, selection: Selection, directory: Path) -> int:
+def _remove_chunks(
+    chunks: Chunks, used: set[Path], units: _UnitNames, fmt: Format, selection: Selection, directory: Path
+) -> int:
     """Remove the chunks none of whose units' shards is used; how many of their units are no longer in DATA."""
-    names: set[str] | None = None  # the units' shard names, made only when a chunk goes
     gone = 0
     for path in chunks.broken:
         _remove(path, directory)
     for path, metas in chunks.holds.items():
         if path not in used and all(_selected(fmt, meta, selection) for meta in metas):
             _remove(path, directory)
-            names = set(map(fmt.shard_name, units)) if names is None else names
-            gone += sum(fmt.meta_shard_name(meta) not in names for meta in metas)
+            gone += sum(fmt.meta_shard_name(meta) not in units.names for meta in metas)
     return gone
 
 

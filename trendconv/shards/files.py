@@ -168,9 +168,9 @@ def read_rows(path: Path, schema: pa.Schema, *, use_threads: bool = True) -> pa.
 
 def list_shards(part: Path) -> Iterator[Path]:
     """Every entry named *.parquet under the shard directory of PART, in sorted order (as `sorted` orders their
-    Paths), one at a time: a list of 100,000 dump shards' Paths was 32 MiB of a re-run's main process. Symbolic links to
-    directories are not followed: what they lead to is not WORK's. A directory that cannot be listed is passed
-    over, as `os.walk` passes it over."""
+    Paths), one at a time: a list of 100,000 dump shards' Paths was 32 MiB of a re-run's main process. Symbolic
+    links to directories are not followed: what they lead to is not WORK's. A directory that cannot be listed is
+    passed over, as `os.walk` passes it over."""
     return _entries_under(str(shard_dir(part)))
 
 
