@@ -14,7 +14,7 @@ from helpers import A1_CONSTRUCT, A1_DATA, invoke, write_file_set
 from trendconv import __version__, api, native
 from trendconv.cli import app
 from trendconv.formats.dump import parse as dump_parse
-from trendconv.loading import connection
+from trendconv.loading import connection, table
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["parse", "load", "run", "inspect", "diff", "data2db", "check"]
@@ -26,7 +26,7 @@ def test_version(monkeypatch):
     assert (result.exit_code, result.stdout) == (
         0,
         f"trendconv {__version__} (C parts: dump.json reader yes, monitor CSV reader yes, SQLite column reader yes, "
-        "index page writer yes)\n",
+        "index page writer yes, table page writer yes)\n",
     )
 
 
@@ -40,16 +40,17 @@ def test_the_c_parts_are_built_and_used_unless_turned_off(tmp_path):
     # setup.py builds them wherever a C compiler and SQLite's headers are; without them every test would pass
     # on the Python paths alone. TRENDCONV_PURE=1 (CI's second run) must turn both off.
     conn = connection.Connection(tmp_path / "build.db")
-    used = (dump_parse._extract is not None, conn.reads_columns)
+    used = (dump_parse._extract is not None, conn.reads_columns, table._NATIVE is not None)
     conn.close()
-    assert used == ((False, False) if native.pure() else (True, True))
+    assert used == ((False, False, False) if native.pure() else (True, True, True))
 
 
 def test_version_says_which_c_parts_are_missing(monkeypatch):
     monkeypatch.delenv(native.PURE_ENV, raising=False)
     monkeypatch.setattr(native, "PARTS", {**native.PARTS, "SQLite column reader": "trendconv.loading._nowhere"})
     assert native.describe() == (
-        "C parts: dump.json reader yes, monitor CSV reader yes, SQLite column reader no, index page writer yes"
+        "C parts: dump.json reader yes, monitor CSV reader yes, SQLite column reader no, index page writer yes, "
+        "table page writer yes"
     )
 
 

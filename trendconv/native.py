@@ -18,11 +18,13 @@ EXTRACT = "trendconv.formats.dump._extract"  # a Python extension module
 CELLS = "trendconv.formats.monitor._cells"  # a Python extension module
 COLUMNS = "trendconv.loading._columns"  # a SQLite extension: its file is loaded by SQLite, never imported
 BTREE = "trendconv.loading._btree"  # a Python extension module
+TABLE = "trendconv.loading._table"  # a Python extension module
 PARTS = {
     "dump.json reader": EXTRACT,
     "monitor CSV reader": CELLS,
     "SQLite column reader": COLUMNS,
     "index page writer": BTREE,
+    "table page writer": TABLE,
 }
 
 

@@ -20,6 +20,7 @@ from trendconv.heap import trim
 from trendconv.loading import connection, schema
 from trendconv.loading.indexes import build_indexes, name_pages, write_pages
 from trendconv.loading.records import metas_of, unpacked
+from trendconv.loading.table import TablePages
 from trendconv.summaries import LoadSummary
 
 DB_MODE = 0o640
@@ -82,26 +83,28 @@ def complete_build(
     *,
     index: bool,
     trend_stat1: list[tuple[str, str, str]] | None = None,
+    pages: TablePages | None = None,
 ) -> None:
-    """Commit, build the read indexes, close and sync: the database is complete at TMP, for `publish`. SECONDS
-    gets `index` and `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1.
-    CONN is closed; the caller's `abandon` of it after a failure here still removes TMP."""
+    """Commit, write trend_data's PAGES (if its rows were written as pages: trendconv.loading.table), build the
+    read indexes, close and sync: the database is complete at TMP, for `publish`. SECONDS gets `index` and
+    `finish` (the time since STARTED without the indexes). See `build_indexes` for TREND_STAT1. CONN is closed;
+    the caller's `abandon` of it after a failure here still removes TMP."""
     conn.commit()
     trim()  # the rows' batches are freed: the index sorts start from a heap given back (trendconv.heap)
+    (table_root,) = conn.execute(schema.TREND_ROOT).fetchall()[0]
+    conn.close()  # trend_data's pages are written to the file with no connection on it
+    if pages is not None:
+        pages.write(tmp, table_root)
     indexed = time.perf_counter()
     if index:
-        _index(conn, tmp, trend_stat1)
-    else:
-        conn.close()
+        _index(tmp, table_root, trend_stat1)
     seconds["index"] = time.perf_counter() - indexed
     _fsync(tmp)  # here, not in `publish`: the databases of several formats are then renamed in one short moment
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
 
 
-def _index(conn: connection.Connection, tmp: Path, trend_stat1) -> None:
-    """The read indexes of the committed database CONN has open at TMP; CONN is closed."""
-    (table_root,) = conn.execute(schema.TREND_ROOT).fetchall()[0]
-    conn.close()  # trend_data's index pages are written to the file with no connection on it
+def _index(tmp: Path, table_root: int, trend_stat1) -> None:
+    """The read indexes of the complete database at TMP, whose trend_data starts at page TABLE_ROOT."""
     roots = write_pages(tmp, table_root)
     if roots is not None:
         with _reopened(tmp) as named:

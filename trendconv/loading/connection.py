@@ -58,7 +58,7 @@ class Connection:
         """Run STATEMENT, an INSERT ... SELECT ... FROM trendconv_columns(?), over the rows of ARRAYS (int64
         or float64, of one length, COLUMNS_MAX at most): column i of ARRAYS is c<i>; the float64 columns whose
         positions are in CLEANED read as `clean_values` would make them. Only where `reads_columns`."""
-        spec = pa.py_buffer(_column_spec(arrays, cleaned))
+        spec = pa.py_buffer(column_spec(arrays, cleaned))
         self._begin()
         # The arrays and the description stay referenced here until the statement has run to its end.
         for _ in self._conn.execute(statement, (spec.address,)):
@@ -101,7 +101,7 @@ def _load_columns(conn: apsw.Connection) -> bool:
     return True
 
 
-def _column_spec(arrays: Sequence[pa.Array], cleaned: Collection[int]) -> bytes:
+def column_spec(arrays: Sequence[pa.Array], cleaned: Collection[int]) -> bytes:
     if len(arrays) > COLUMNS_MAX:
         raise ValueError(f"trendconv_columns reads {COLUMNS_MAX} columns at most, not {len(arrays)}")
     rows = len(arrays[0]) if arrays else 0

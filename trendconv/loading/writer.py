@@ -11,6 +11,7 @@ import pyarrow as pa
 from trendconv.heap import Trimmer
 from trendconv.loading import connection
 from trendconv.loading.insert import insert_trend
+from trendconv.loading.table import TablePages
 
 
 class Writer:
@@ -21,9 +22,11 @@ class Writer:
 
     _IN_FLIGHT = 2
 
-    def __init__(self, conn: connection.Connection, stats, *, clean: bool = False) -> None:
-        """STATS: trend_data's stat columns; with CLEAN, rows come with raw values (see `insert_trend`)."""
-        self._conn, self._stats, self._clean = conn, stats, clean
+    def __init__(self, conn: connection.Connection, stats, *, clean: bool = False, pages: TablePages | None = None):
+        """STATS: trend_data's stat columns; with CLEAN, rows come with raw values (see `insert_trend`). With PAGES,
+        the rows are written as pages while they fit that plan, and inserted by SQLite from the first that does
+        not (trendconv.loading.table)."""
+        self._conn, self._stats, self._clean, self.pages = conn, stats, clean, pages
         self.offered = self.inserted = 0
         self._error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue(self._IN_FLIGHT)
@@ -59,9 +62,20 @@ class Writer:
         while (rows := self._queue.get()) is not None:
             if self._error is None:
                 try:
-                    self.inserted += insert_trend(self._conn, rows, self._stats, clean=self._clean)
+                    self.inserted += self._insert(rows)
                 except BaseException as exc:  # noqa: BLE001 - handed to the loading thread
                     self._error = exc
+
+    def _insert(self, rows: pa.Table) -> int:
+        pages = self.pages
+        if pages is None or not pages.streaming:
+            return insert_trend(self._conn, rows, self._stats, clean=self._clean)
+        before = pages.appended
+        stop = pages.put(rows)
+        if stop is None:
+            return pages.appended - before
+        pages.hand_over(self._conn, self._stats)
+        return pages.appended - before + insert_trend(self._conn, rows.slice(stop), self._stats, clean=self._clean)
 
     def _raise(self) -> None:
         if self._error is not None:

@@ -24,6 +24,7 @@ from trendconv.formats.dump.tags import tags_of
 from trendconv.loading import connection, schema
 from trendconv.loading.build import abandon, complete_build, open_build, prepare_build, publish, writes_db
 from trendconv.loading.stat1 import Stat1Counts
+from trendconv.loading.table import TablePages
 from trendconv.loading.tags import write_tags
 from trendconv.loading.writer import Writer
 from trendconv.options import first_agreeing
@@ -81,7 +82,7 @@ class DumpBuilder:
         self.seconds = {"finish": 0.0, "index": 0.0}
         self.tmp = prepare_build(out_dir, self.final.name)
         self._conn = _create(self.tmp)
-        self._writer = Writer(self._conn, STATS, clean=True)
+        self._writer = Writer(self._conn, STATS, clean=True, pages=_pages(self._conn, self.tmp))
         self._pending = _Pending()
 
     @writes_db
@@ -219,7 +220,8 @@ class DumpBuilder:
         self._conn.execute(schema.insert_global_stats(len(stats)), stats)
         self._write_tags()
         stat1 = self._stat1.stat1_rows(self.summary.rows, self._ids.metric_targets) if self.summary.rows else None
-        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index, trend_stat1=stat1)
+        pages = self._writer.pages
+        complete_build(self._conn, self.tmp, self.seconds, started, index=self.index, trend_stat1=stat1, pages=pages)
 
     @writes_db
     def publish(self) -> LoadSummary:
@@ -255,6 +257,8 @@ class DumpBuilder:
 
     def abort(self) -> None:
         self._writer.drop()
+        if self._writer.pages is not None:
+            self._writer.pages.close()
         abandon(self._conn, self.tmp)
 
 
@@ -319,6 +323,16 @@ def _metric_id_column(table: pa.Table, ids: dict[str, int], path: Path) -> pa.Ar
         raise DataError(f"{path}: unknown metric {unknown[0]!r}")
     lookup = pa.array([ids[name] for name in dictionary], pa.int64())
     return lookup.take(metrics.indices)
+
+
+def _pages(conn: connection.Connection, path: Path) -> TablePages | None:
+    """trend_data's rows written as pages (trendconv.loading.table): they come in key order for each rank. The
+    stat columns, after the key, get the value rules as they are written."""
+    try:
+        return TablePages.open(conn, path, range(len(schema.TREND_KEY), len(schema.TREND_KEY) + len(STATS)))
+    except BaseException:
+        abandon(conn, path)
+        raise
 
 
 def _create(path: Path) -> connection.Connection:
