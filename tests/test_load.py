@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import apsw
@@ -33,7 +34,7 @@ from trendconv.errors import DataError
 from trendconv.formats import FORMATS
 from trendconv.formats.dump.ids import flush_starts
 from trendconv.formats.dump.shard import SCHEMA
-from trendconv.loading import build, connection, insert, schema
+from trendconv.loading import build, connection, insert, schema, table
 
 STATS4 = ("norm,max,min,mean",) * 4
 
@@ -448,7 +449,7 @@ def test_databases_are_written_by_the_bundled_sqlite(a1_data, tmp_path):
     ("pages", "generated"),
     [
         (3, False),  # no room for the schema: the build fails before any row
-        (30, True),  # room for the schema, not for the rows: an insert fails on the writer thread, mid-load
+        (30, True),  # room for the schema, not for the indexes: the rows are pages, written past SQLite's count
     ],
 )
 def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monkeypatch, pages, generated):
@@ -469,6 +470,51 @@ def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monk
     assert (sorted(path.name for path in db.parent.iterdir()), db.read_bytes()) == (
         [".dump_data.trend.db.files.json", "dump_data.trend.db"],
         before,
+    )
+
+
+def generated_load(tmp_path: Path, monkeypatch, name: str, failing) -> tuple:
+    """A load of generated data with the function NAME (dotted) replaced by FAILING: (exit status, stderr, what
+    the output directory holds, whether the database there is the one before)."""
+    generate(tmp_path / "data", steps=2, ranks=2, layers=2, seed=3)
+    db = convert(tmp_path / "data", tmp_path).db
+    before = db.read_bytes()
+    monkeypatch.setattr(name, failing)
+    result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
+    return result.exit_code, result.stderr, sorted(path.name for path in db.parent.iterdir()), db.read_bytes() == before
+
+
+def test_a_full_disk_while_the_rows_are_written_as_pages_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "_NATIVE", None)  # the twin's writes can fail here; the C part's are the same calls
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    found = generated_load(tmp_path, monkeypatch, "trendconv.loading.table._write_at", full)
+    db = tmp_path / "out" / "dump_data.trend.db"
+    assert found == (
+        1,
+        f"error: {db}: cannot write the database: No space left on device\n",
+        [".dump_data.trend.db.files.json", "dump_data.trend.db"],
+        True,
+    )
+
+
+def test_a_failed_sync_of_the_rows_while_the_indexes_are_made_is_not_lost(tmp_path, monkeypatch):
+    synced = build._fsync
+
+    def failing_on_its_thread(path):
+        if threading.current_thread().name == "trendconv-sync":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        synced(path)
+
+    found = generated_load(tmp_path, monkeypatch, "trendconv.loading.build._fsync", failing_on_its_thread)
+    db = tmp_path / "out" / "dump_data.trend.db"
+    assert found == (
+        1,
+        f"error: {db}: cannot write the database: Input/output error\n",
+        [".dump_data.trend.db.files.json", "dump_data.trend.db"],
+        True,
     )
 
 

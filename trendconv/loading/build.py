@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -97,10 +98,32 @@ def complete_build(
         pages.write(tmp, table_root)
     indexed = time.perf_counter()
     if index:
+        syncing = _Syncing(tmp)  # the rows go to disk on another core while the indexes are made
         _index(tmp, table_root, trend_stat1)
+        syncing.wait()
     seconds["index"] = time.perf_counter() - indexed
     _fsync(tmp)  # here, not in `publish`: the databases of several formats are then renamed in one short moment
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
+
+
+class _Syncing(threading.Thread):
+    """`_fsync` of PATH on a thread of its own; `wait` raises what it raised."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(name="trendconv-sync", daemon=True)
+        self.path, self.error = path, None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            _fsync(self.path)
+        except OSError as exc:  # an error fsync reports once: raised by `wait`, not lost to the second fsync
+            self.error = exc
+
+    def wait(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _index(tmp: Path, table_root: int, trend_stat1) -> None:
