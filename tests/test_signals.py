@@ -316,3 +316,16 @@ def test_a_killed_loader_process_is_our_failure_and_leaves_nothing(tmp_path, pre
     assert (previous.read_bytes(), previous.stat().st_ino) == before
     assert temporaries(out) == []
     assert_nothing_outlives(load)
+
+
+def test_a_split_load_starts_its_loaders_server_before_its_imports_and_a_signal_stops_it(tmp_path, previous):
+    before = (previous.read_bytes(), previous.stat().st_ino)
+    work = tmp_path / "work"
+    api.parse(make_data(tmp_path), work, api.ParseOptions(), workers=1, input_format="dump")
+    load = Command(
+        tmp_path, "load", work, "--db", tmp_path / "out", "--split-steps", "1", "-q", fault="prestarted:pause"
+    )
+    load.paused()  # the forkserver runs, importing, while the command has not yet imported the library
+    assert signal_set(forkserver_pid(load.session), "SigBlk") >= {*interrupt.SIGNALS}
+    load.signal_group(signal.SIGINT)
+    assert_stopped(load, tmp_path / "out", previous, before)

@@ -306,6 +306,8 @@ def load(
     Example: trendconv load ./work --db ./out --split-steps 100
     """
     _without_numpy()
+    if split_steps is not None or load_workers is not None:  # loader processes are likely: their server starts now
+        prestart(load_workers)
     import trendconv
 
     with report.Bars(("load",), enabled=not quiet) as bars:

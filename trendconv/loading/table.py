@@ -63,30 +63,22 @@ def append_rows(fd: int, columns, cleaned, start: int, end: int, buf: bytearray,
     the rank's new items: the pages written and the dividers after them, in key order)."""
     page_size, usable, small_ints = layout
     state = list(_STATE.unpack_from(buf))
-    items, appended, row = [], 0, end
+    items, appended = [], 0
     for row in range(start, end):
         key = tuple(columns[at][row] for at in range(KEYS))
-        if None in key:  # SQLite refuses it (NOT NULL), with its own message
+        follows = _follows(key, state)
+        if follows is None:
+            continue  # INSERT OR IGNORE keeps the first row of a key
+        cell = _cell(columns, cleaned, row, key, small_ints, usable) if follows else None
+        if cell is None:
             break
-        if state[_HAS_LAST]:
-            last = tuple(state[4:8])
-            if key == last:
-                continue  # INSERT OR IGNORE keeps the first of a key
-            if key < last:
-                break
-        stats = (columns[at][row] for at in range(KEYS, len(columns)))
-        values = [*key, *(_clean(value) if at in cleaned else value for at, value in enumerate(stats, KEYS))]
-        payload = record(values, small_ints)
-        if len(payload) > max_local(usable):
-            break
-        cell = _varint(len(payload)) + payload
-        if not state[_PENDING] and 8 + 2 * (state[_CELLS] + 1) + len(cell) > state[_TOP]:
+        if not state[_PENDING] and _LEAF_HEADER + 2 * (state[_CELLS] + 1) + len(cell) > state[_TOP]:
             _finish_page(buf, state)
             _write(fd, buf, STATE_BYTES, page_size, next_page)
             items.append(next_page)
             next_page += 1
             _start_page(buf, state, usable)
-            state[_PENDING] = 1
+            state[_PENDING] = 1  # the row that did not fit is the divider after the page
         if state[_PENDING]:
             items.append(cell)
             state[_PENDING] = 0
@@ -98,6 +90,25 @@ def append_rows(fd: int, columns, cleaned, start: int, end: int, buf: bytearray,
         row = end
     _STATE.pack_into(buf, 0, *state)
     return appended, row, next_page, items
+
+
+def _follows(key: tuple, state: list) -> bool | None:
+    """Whether KEY comes after the rank's last key (None: it is that key); False for a NULL key column, which
+    SQLite refuses with its own message."""
+    if None in key:
+        return False
+    if not state[_HAS_LAST]:
+        return True
+    last = tuple(state[4:8])
+    return None if key == last else key > last
+
+
+def _cell(columns, cleaned, row: int, key: tuple, small_ints: bool, usable: int) -> bytes | None:
+    """The row's leaf cell (its payload's size, then its record), or None where the record would not fit in one."""
+    stats = (columns[at][row] for at in range(KEYS, len(columns)))
+    values = [*key, *(_clean(value) if at in cleaned else value for at, value in enumerate(stats, KEYS))]
+    payload = record(values, small_ints)
+    return None if len(payload) > max_local(usable) else _varint(len(payload)) + payload
 
 
 def _clean(value):
