@@ -46,10 +46,12 @@ from trendconv.comparison import diff_databases
 from trendconv.errors import InternalError, UsageError
 from trendconv.executors import Outcome
 from trendconv.formats import FORMATS
+from trendconv.formats.dump import builder as dump_builder
 from trendconv.formats.dump import construct
 from trendconv.formats.dump import shard as dump_shard
 from trendconv.formats.monitor import rules
 from trendconv.formats.monitor.parse import MonitorRows
+from trendconv.loading import table
 from trendconv.loading.stage import Feeder
 from trendconv.parsing import runner as parse_stage
 
@@ -478,6 +480,28 @@ def test_construct_micro_steps_beyond_int32_and_negative_match_the_reference(tmp
     same_as_reference(data, tmp_path)
     db = tmp_path / "ours" / "dump_data.trend.db"
     assert query(db, "SELECT max_step FROM global_stats") == [(3000000000 + 1 + 2 - 4 + 2 - 1,)]
+
+
+def test_negative_micro_step_counts_hand_the_rows_to_sqlite_which_gives_the_same_table(tmp_path, monkeypatch):
+    # A step of -4 micro steps brings the next step's global steps back below its own: rank 0's rows stop coming in
+    # key order, so the rows written as pages so far go to SQLite, which inserts the rest (docs/architecture.md,
+    # "Table pages"). The reference test above compares such a database with msprobe's.
+    data = tmp_path / "data"
+    write_file_set(data / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    write_file_set(data / "step1" / "rank0", A1_DATA, megatron(-5))
+    write_file_set(data / "step2" / "rank0", A1_DATA, A1_CONSTRUCT)
+    handed = []
+    hand_over = table.TablePages.hand_over
+    monkeypatch.setattr(table.TablePages, "hand_over", lambda pages, *args: handed.append(hand_over(pages, *args)))
+    with_pages = trendconv.convert(data, tmp_path / "pages", work=tmp_path / "work", workers=1)[0].load
+    monkeypatch.setattr(dump_builder, "_pages", lambda conn, path: None)
+    by_sqlite = trendconv.load(tmp_path / "work", tmp_path / "sqlite")[0]
+    order = "rank, step, target_id, metric_id"
+    assert (len(handed), with_pages.rows) == (1, by_sqlite.rows)
+    assert query(with_pages.db, f"SELECT * FROM trend_data ORDER BY {order}") == query(
+        by_sqlite.db, f"SELECT * FROM trend_data ORDER BY {order}"
+    )
+    assert query(with_pages.db, "SELECT min(step) FROM trend_data") == [(-3,)]
 
 
 def test_the_largest_micro_step_matches_the_reference(tmp_path):

@@ -484,35 +484,35 @@ def generated_load(tmp_path: Path, monkeypatch, name: str, failing) -> tuple:
     return result.exit_code, result.stderr, sorted(path.name for path in db.parent.iterdir()), db.read_bytes() == before
 
 
-def test_a_full_disk_while_the_rows_are_written_as_pages_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(table, "_NATIVE", None)  # the twin's writes can fail here; the C part's are the same calls
+def _full(fd, data, offset):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    def full(fd, data, offset):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    found = generated_load(tmp_path, monkeypatch, "trendconv.loading.table._write_at", full)
+def _failing_on_the_sync_thread(path):
+    if threading.current_thread().name == "trendconv-sync":
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    SYNC(path)
+
+
+SYNC = build._fsync
+
+
+@pytest.mark.parametrize(
+    ("name", "failing", "reason"),
+    [
+        # the disk fills while the rows are written as pages (the twin's writes; the C part's are the same calls)
+        ("trendconv.loading.table.write_at", _full, "No space left on device"),
+        # the sync of the rows, on its own thread while the indexes are made, fails: the error is not lost
+        ("trendconv.loading.build._fsync", _failing_on_the_sync_thread, "Input/output error"),
+    ],
+)
+def test_a_failed_write_or_sync_of_the_rows_is_a_clear_error(tmp_path, monkeypatch, name, failing, reason):
+    monkeypatch.setattr(table, "_NATIVE", None)
+    found = generated_load(tmp_path, monkeypatch, name, failing)
     db = tmp_path / "out" / "dump_data.trend.db"
     assert found == (
         1,
-        f"error: {db}: cannot write the database: No space left on device\n",
-        [".dump_data.trend.db.files.json", "dump_data.trend.db"],
-        True,
-    )
-
-
-def test_a_failed_sync_of_the_rows_while_the_indexes_are_made_is_not_lost(tmp_path, monkeypatch):
-    synced = build._fsync
-
-    def failing_on_its_thread(path):
-        if threading.current_thread().name == "trendconv-sync":
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        synced(path)
-
-    found = generated_load(tmp_path, monkeypatch, "trendconv.loading.build._fsync", failing_on_its_thread)
-    db = tmp_path / "out" / "dump_data.trend.db"
-    assert found == (
-        1,
-        f"error: {db}: cannot write the database: Input/output error\n",
+        f"error: {db}: cannot write the database: {reason}\n",
         [".dump_data.trend.db.files.json", "dump_data.trend.db"],
         True,
     )

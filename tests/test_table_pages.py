@@ -17,7 +17,7 @@ import pytest
 import trendconv
 from trendconv import native
 from trendconv.formats.dump import builder as dump_builder
-from trendconv.loading import connection, schema, table
+from trendconv.loading import btree, connection, schema, table
 from trendconv.loading.writer import Writer
 
 STATS = ("norm", "max", "min", "mean")
@@ -85,7 +85,7 @@ def records(path: Path) -> list[bytes]:
         for position in range(int.from_bytes(page[3:5], "big")):
             at = int.from_bytes(page[header + 2 * position : header + 2 * position + 2], "big")
             at += 4 if page[0] == table.INTERIOR else 0
-            size, start = table._read_varint(page, at)
+            size, start = btree.read_varint(page, at)
             found.append(page[start : start + size])
     return found
 

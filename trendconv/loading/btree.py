@@ -24,7 +24,7 @@ MAX_INDEXES = 8
 SMALLEST_USABLE = 480  # SQLite's least usable page size: a leaf then holds at least 6 keys
 
 LEAF, INTERIOR = 0x0A, 0x02  # index b-tree page types
-_LEAF_HEADER, _INTERIOR_HEADER = 8, 12
+LEAF_HEADER, INTERIOR_HEADER = 8, 12
 _MAX_DEPTH = 32  # far beyond any real b-tree: a deeper one is not a file this process wrote
 
 
@@ -103,7 +103,7 @@ def _table_keys(pager: _Pager, usable: int, root: int, columns):
         if data is None or depth > _MAX_DEPTH or data[0] not in (LEAF, INTERIOR):
             return None
         kind = data[0]
-        header = _LEAF_HEADER if kind == LEAF else _INTERIOR_HEADER
+        header = LEAF_HEADER if kind == LEAF else INTERIOR_HEADER
         if kind == INTERIOR:
             pending.append((int.from_bytes(data[8:12], "big"), depth + 1))
         for cell in range(int.from_bytes(data[3:5], "big")):
@@ -120,12 +120,12 @@ def _table_keys(pager: _Pager, usable: int, root: int, columns):
 
 def _cell_values(db, at: int, page_end: int, usable: int, columns):
     """The integers at COLUMNS of the record in the cell at AT, or None."""
-    payload, at = _varint(db, at)
+    payload, at = read_varint(db, at)
     end = min(at + _local(payload, usable), page_end)
-    header, position = _varint(db, at)
+    header, position = read_varint(db, at)
     starts, start, position = [], at + header, position
     while position < at + header:
-        serial, position = _varint(db, position)
+        serial, position = read_varint(db, position)
         starts.append((serial, start))
         start += _serial_size(serial)
     values = []
@@ -149,25 +149,25 @@ def _local(payload: int, usable: int) -> int:
     return kept if kept <= most else least
 
 
-_INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}  # serial type -> bytes; 7 is a float of 8, 8 to 11 take none
+INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}  # serial type -> bytes; 7 is a float of 8, 8 to 11 take none
 
 
 def _serial_size(serial: int) -> int:
     if serial >= 12:
         return (serial - 12) // 2
-    return 8 if serial == 7 else _INT_SIZES.get(serial, 0)
+    return 8 if serial == 7 else INT_SIZES.get(serial, 0)
 
 
 def _integer(db, serial: int, start: int, end: int):
     if serial in (8, 9):
         return serial - 8
-    size = _INT_SIZES.get(serial)
+    size = INT_SIZES.get(serial)
     if size is None or start + size > end:
         return None
     return int.from_bytes(db[start : start + size], "big", signed=True)
 
 
-def _varint(db, at: int) -> tuple[int, int]:
+def read_varint(db, at: int) -> tuple[int, int]:
     value = 0
     for offset in range(8):
         byte = db[at + offset]
@@ -195,7 +195,7 @@ def _serial(value: int, small_ints: bool) -> tuple[int, int]:
         return 8 + value, 0
     for serial, limit in ((1, 0x7F), (2, 0x7FFF), (3, 0x7FFFFF), (4, 0x7FFFFFFF), (5, 0x7FFFFFFFFFFF)):
         if value <= limit:
-            return serial, _INT_SIZES[serial]
+            return serial, INT_SIZES[serial]
     return 6, 8
 
 
@@ -223,7 +223,7 @@ class _Pages:
     def _leaves(self, keys):
         children, dividers, start = [], [], 0
         while start < len(keys):
-            end, used = start, _LEAF_HEADER
+            end, used = start, LEAF_HEADER
             while end < len(keys) and used + (cell := 2 + 1 + len(self._payload(keys[end]))) <= self.usable:
                 used, end = used + cell, end + 1
             if end == len(keys):
@@ -240,7 +240,7 @@ class _Pages:
         """The level above CHILDREN, whose DIVIDERS[i] lies between CHILDREN[i] and CHILDREN[i + 1]."""
         above, promoted, first = [], [], 0
         while first < len(children):
-            last, used = first, _INTERIOR_HEADER
+            last, used = first, INTERIOR_HEADER
             while last + 1 < len(children) and used + (cell := 7 + len(self._payload(dividers[last]))) <= self.usable:
                 used, last = used + cell, last + 1
             if last + 1 == len(children):
@@ -265,23 +265,34 @@ class _Pages:
         return self._emit(INTERIOR, cells, children[-1])
 
     def _emit(self, kind: int, cells, right: int) -> int:
-        """A page of CELLS, the first at the end of the usable space, as SQLite fills a page; its number."""
-        page = bytearray(self.page_size)
-        header = _LEAF_HEADER if kind == LEAF else _INTERIOR_HEADER
-        top = self.usable
-        for position, cell in enumerate(cells):
-            top -= len(cell)
-            page[top : top + len(cell)] = cell
-            page[header + 2 * position : header + 2 * position + 2] = top.to_bytes(2, "big")
-        page[0] = kind
-        page[3:5] = len(cells).to_bytes(2, "big")
-        page[5:7] = (top % 65536).to_bytes(2, "big")  # 65,536 is written 0
-        if kind == INTERIOR:
-            page[8:12] = right.to_bytes(4, "big")
+        """A page of CELLS written after the others; its number."""
         number = self.first_page + self.count
-        view, offset = memoryview(page), (number - 1) * self.page_size
-        while view:  # a short write (a disk filling up) is followed by one that raises
-            written = os.pwrite(self.fd, view, offset)
-            view, offset = view[written:], offset + written
+        write_at(self.fd, page_image(kind, cells, self.page_size, self.usable, right), (number - 1) * self.page_size)
         self.count += 1
         return number
+
+
+def page_image(kind: int, cells, page_size: int, usable: int, right: int = 0) -> bytearray:
+    """An index b-tree page of KIND holding CELLS (RIGHT: an interior page's rightmost child), the first cell at
+    the end of the usable space, as SQLite fills a page."""
+    page = bytearray(page_size)
+    header = LEAF_HEADER if kind == LEAF else INTERIOR_HEADER
+    top = usable
+    for position, cell in enumerate(cells):
+        top -= len(cell)
+        page[top : top + len(cell)] = cell
+        page[header + 2 * position : header + 2 * position + 2] = top.to_bytes(2, "big")
+    page[0] = kind
+    page[3:5] = len(cells).to_bytes(2, "big")
+    page[5:7] = (top % 65536).to_bytes(2, "big")  # 65,536 is written 0
+    if kind == INTERIOR:
+        page[8:12] = right.to_bytes(4, "big")
+    return page
+
+
+def write_at(fd: int, data, offset: int) -> None:
+    """DATA written to FD at OFFSET, whole."""
+    view = memoryview(data)
+    while view:  # a short write (a disk filling up) is followed by one that raises
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written

@@ -32,14 +32,22 @@ import pyarrow.compute as pc
 
 from trendconv import native
 from trendconv.loading import connection
+from trendconv.loading.btree import (  # a WITHOUT ROWID table's b-tree is an index b-tree
+    INT_SIZES,
+    INTERIOR,
+    INTERIOR_HEADER,
+    LEAF,
+    LEAF_HEADER,
+    page_image,
+    read_varint,
+    write_at,
+)
 from trendconv.loading.insert import insert_trend
 from trendconv.loading.schema import TREND_KEY
 
 _NATIVE = native.extension(native.TABLE)
 
 KEYS = 4  # trend_data's primary key: its first four columns (trendconv.loading.schema.TREND_KEY)
-LEAF, INTERIOR = 0x0A, 0x02  # index b-tree page types: a WITHOUT ROWID table's b-tree is one
-_LEAF_HEADER, _INTERIOR_HEADER = 8, 12
 # A rank's state, before its page in the same buffer: cells on the page, where its cell content starts, whether
 # the rank's next row is a divider (its last page was written), whether it has a last key, and that key.
 _STATE = struct.Struct("<8q")
@@ -72,7 +80,7 @@ def append_rows(fd: int, columns, cleaned, start: int, end: int, buf: bytearray,
         cell = _cell(columns, cleaned, row, key, small_ints, usable) if follows else None
         if cell is None:
             break
-        if not state[_PENDING] and _LEAF_HEADER + 2 * (state[_CELLS] + 1) + len(cell) > state[_TOP]:
+        if not state[_PENDING] and LEAF_HEADER + 2 * (state[_CELLS] + 1) + len(cell) > state[_TOP]:
             _finish_page(buf, state)
             _write(fd, buf, STATE_BYTES, page_size, next_page)
             items.append(next_page)
@@ -108,7 +116,7 @@ def _cell(columns, cleaned, row: int, key: tuple, small_ints: bool, usable: int)
     stats = (columns[at][row] for at in range(KEYS, len(columns)))
     values = [*key, *(_clean(value) if at in cleaned else value for at, value in enumerate(stats, KEYS))]
     payload = record(values, small_ints)
-    return None if len(payload) > max_local(usable) else _varint(len(payload)) + payload
+    return None if len(payload) > max_local(usable) else _encoded_varint(len(payload)) + payload
 
 
 def _clean(value):
@@ -135,7 +143,7 @@ def record(values, small_ints: bool) -> bytes:
             serial, size = _serial(value, small_ints)
             serials.append(serial)
             body += value.to_bytes(size, "big", signed=True) if size else b""
-    return _varint(len(serials) + 1) + serials + body  # fewer than 127 columns: the size is one byte
+    return _encoded_varint(len(serials) + 1) + serials + body  # fewer than 127 columns: the size is one byte
 
 
 def _serial(value: int, small_ints: bool) -> tuple[int, int]:
@@ -153,7 +161,7 @@ def max_local(usable: int) -> int:
     return (usable - 12) * 64 // 255 - 23
 
 
-def _varint(value: int) -> bytes:
+def _encoded_varint(value: int) -> bytes:
     if value > 0x00FFFFFFFFFFFFFF:
         raise ValueError("a varint of nine bytes is never needed here")
     out = [value & 0x7F]
@@ -174,7 +182,7 @@ def _place(buf: bytearray, state: list, cell: bytes) -> None:
     top = state[_TOP] - len(cell)
     page = memoryview(buf)[STATE_BYTES:]
     page[top : top + len(cell)] = cell
-    pointer = _LEAF_HEADER + 2 * state[_CELLS]
+    pointer = LEAF_HEADER + 2 * state[_CELLS]
     page[pointer : pointer + 2] = top.to_bytes(2, "big")
     state[_CELLS], state[_TOP] = state[_CELLS] + 1, top
 
@@ -187,14 +195,7 @@ def _finish_page(buf: bytearray, state: list) -> None:
 
 def _write(fd: int, data, start: int, page_size: int, page: int) -> None:
     """PAGE_SIZE bytes of DATA from START as page PAGE (from 0) of FD."""
-    _write_at(fd, memoryview(data)[start : start + page_size], page * page_size)
-
-
-def _write_at(fd: int, data, offset: int) -> None:
-    view = memoryview(data)
-    while view:  # a short write (a disk filling up) is followed by one that raises
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
+    write_at(fd, memoryview(data)[start : start + page_size], page * page_size)
 
 
 # ---- every rank's pages, the levels above them, and the hand-over to SQLite
@@ -439,12 +440,12 @@ class _Interiors:
     def _level(self, children: list[int], dividers: list[bytes], root: int):
         """The level above CHILDREN, whose DIVIDERS[i] lies between CHILDREN[i] and CHILDREN[i + 1]; one page at
         ROOT where they all fit in one."""
-        if _INTERIOR_HEADER + sum(6 + len(cell) for cell in dividers) <= self.usable:
+        if INTERIOR_HEADER + sum(6 + len(cell) for cell in dividers) <= self.usable:
             self._emit(children, dividers, root)
             return [root], []
         above, promoted, first = [], [], 0
         while first < len(children):
-            last, used = first, _INTERIOR_HEADER
+            last, used = first, INTERIOR_HEADER
             while last + 1 < len(children) and used + 6 + len(dividers[last]) <= self.usable:
                 used, last = used + 6 + len(dividers[last]), last + 1
             if last + 2 == len(children):  # the last child alone would make a page without a cell
@@ -458,7 +459,7 @@ class _Interiors:
 
     def _emit(self, children: list[int], dividers: list[bytes], number: int) -> int:
         cells = [child.to_bytes(4, "big") + cell for child, cell in zip(children, dividers)]
-        page = _page(INTERIOR, cells, self.page_size, self.usable, children[-1])
+        page = page_image(INTERIOR, cells, self.page_size, self.usable, children[-1])
         _write(self.fd, page, 0, self.page_size, number - 1)
         return number
 
@@ -478,7 +479,7 @@ def _pack(cells: list[bytes], usable: int):
     """CELLS (at least one) as full leaves and the dividers between them: each page has at least one cell."""
     pages, between, start = [], [], 0
     while start < len(cells):
-        end, used = start, _LEAF_HEADER
+        end, used = start, LEAF_HEADER
         while end < len(cells) and used + 2 + len(cells[end]) <= usable:
             used, end = used + 2 + len(cells[end]), end + 1
         if end == len(cells):
@@ -492,45 +493,28 @@ def _pack(cells: list[bytes], usable: int):
     return pages, between
 
 
-def leaf_page(cells: list[bytes], page_size: int, usable: int) -> bytes:
-    return _page(LEAF, cells, page_size, usable, 0)
-
-
-def _page(kind: int, cells: list[bytes], page_size: int, usable: int, right: int) -> bytes:
-    """A page of CELLS, the first at the end of the usable space, as SQLite fills a page."""
-    page = bytearray(page_size)
-    header = _LEAF_HEADER if kind == LEAF else _INTERIOR_HEADER
-    top = usable
-    for position, cell in enumerate(cells):
-        top -= len(cell)
-        page[top : top + len(cell)] = cell
-        page[header + 2 * position : header + 2 * position + 2] = top.to_bytes(2, "big")
-    page[0] = kind
-    page[3:5] = len(cells).to_bytes(2, "big")
-    page[5:7] = (top % 65536).to_bytes(2, "big")  # 65,536 is written 0
-    if kind == INTERIOR:
-        page[8:12] = right.to_bytes(4, "big")
-    return bytes(page)
+def leaf_page(cells: list[bytes], page_size: int, usable: int) -> bytearray:
+    return page_image(LEAF, cells, page_size, usable)
 
 
 def leaf_cells(page, cells: int) -> list[bytes]:
     """The first CELLS cells of the leaf PAGE, in key order (each a payload of this page alone)."""
     found = []
     for position in range(cells):
-        at = int.from_bytes(page[_LEAF_HEADER + 2 * position : _LEAF_HEADER + 2 * position + 2], "big")
-        payload, start = _read_varint(page, at)
+        at = int.from_bytes(page[LEAF_HEADER + 2 * position : LEAF_HEADER + 2 * position + 2], "big")
+        payload, start = read_varint(page, at)
         found.append(bytes(page[at : start + payload]))
     return found
 
 
 def record_values(cell: bytes) -> list:
     """The values of the record in a leaf CELL (no overflow): integers, floats, None."""
-    _, at = _read_varint(cell, 0)
-    header, position = _read_varint(cell, at)
+    _, at = read_varint(cell, 0)
+    header, position = read_varint(cell, at)
     body, values = at + header, []
     while position < at + header:
-        serial, position = _read_varint(cell, position)
-        size = 8 if serial == 7 else _SIZES.get(serial, 0)
+        serial, position = read_varint(cell, position)
+        size = 8 if serial == 7 else INT_SIZES.get(serial, 0)
         if serial == 7:
             values.append(struct.unpack(">d", cell[body : body + 8])[0])
         elif serial in (8, 9):
@@ -539,19 +523,6 @@ def record_values(cell: bytes) -> list:
             values.append(int.from_bytes(cell[body : body + size], "big", signed=True) if size else None)
         body += size
     return values
-
-
-_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
-
-
-def _read_varint(data, at: int) -> tuple[int, int]:
-    value = 0
-    for offset in range(8):
-        byte = data[at + offset]
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value, at + offset + 1
-    return (value << 8) | data[at + 8], at + 9
 
 
 def _runs(values: pa.Array):
@@ -585,7 +556,7 @@ def _copy(source: int, target: int, start: int, at: int, count: int) -> None:
             data = os.pread(source, min(count, _COPY), start)
             if not data:
                 raise OSError(f"the scratch file of the rows ended {count} bytes early")
-            _write_at(target, data, at)
+            write_at(target, data, at)
             done = len(data)
         start, at, count = start + done, at + done, count - done
 
