@@ -1,4 +1,5 @@
-"""The writer thread: trend rows inserted on a thread of their own while the loader prepares the next shard."""
+"""The writer thread: trend rows written on a thread of their own (as pages, or by SQLite's inserts) while the
+loader prepares the next shard."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from trendconv.loading.table import TablePages
 
 
 class Writer:
-    """Inserts trend rows on a thread of its own, in the order they are given, while the loader reads and
-    prepares the next shard: SQLite runs without the GIL, so the two overlap. One thread and a short queue
-    keep the order (and so the database bytes) and bound the rows in flight. A failed insert is raised
-    again by the next `put` or by `close`; later rows are then dropped, as the build is abandoned."""
+    """Writes trend rows on a thread of its own, in the order they are given, while the loader reads and
+    prepares the next shard: the page writer's C part and SQLite run without the GIL, so the two overlap. One
+    thread and a short queue keep the order (and so the database bytes) and bound the rows in flight. A failed
+    write is raised again by the next `put` or by `close`; later rows are then dropped, as the build is
+    abandoned."""
 
     _IN_FLIGHT = 2
 
