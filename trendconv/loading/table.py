@@ -10,9 +10,9 @@ key order, the levels above the leaves are laid out, and the pages are copied in
 table's root page (`TablePages.write`). SQLite's file format is public (https://www.sqlite.org/fileformat2.html,
 "B-tree Pages" and "Record Format"); the records are those SQLite writes for the same rows, byte for byte.
 
-Where a row does not fit the plan (a key not after its rank's last one, a record too large for one cell), the
-rows written so far are handed to SQLite and it inserts every row from there on, as before (`hand_over`). A key
-equal to its rank's last is a duplicate, left out as INSERT OR IGNORE leaves it out.
+Where a row does not fit the plan (a key not after its rank's last one, a NULL key column, a record too large for
+one cell), the rows written so far are handed to SQLite and it inserts every row from there on, as before
+(`hand_over`). A key equal to its rank's last is a duplicate, left out as INSERT OR IGNORE leaves it out.
 
 `append_rows` is the Python twin of trendconv.loading._table.append_rows: the same pages, byte for byte, much more
 slowly.
