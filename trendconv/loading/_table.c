@@ -198,7 +198,7 @@ static int64_t append(const Spec *spec, int64_t start, int64_t end, uint8_t *buf
     int64_t state[8];
     memcpy(state, buf, sizeof state);
     uint8_t *page = buf + STATE_BYTES, cell[MAX_CELL];
-    size_t most = (out->usable - 12) * 64 / 255 - 23; /* table.max_local */
+    size_t most = (out->usable - 12) * 64 / 255 - 23; /* btree.max_local */
     int64_t row = start;
     for (; row < end; row++) {
         int64_t key[KEYS];

@@ -15,12 +15,15 @@ key, more than MAX_ROWS rows), and the caller lets SQLite build that index as be
 
 from __future__ import annotations
 
+import math
 import os
+import struct
 
 MAX_ROWS = 1 << 23  # the sort holds two 8-byte words a row: 128 MiB at most, else SQLite's sorter (it spills)
 MAX_COLUMNS = 8  # a record then has fewer than 128 bytes: its size is a one-byte varint
 MAX_POSITION = 64  # the columns of a record that can be read: trend_data has at most 18
 MAX_INDEXES = 8
+HEADER_BYTES = 100  # the file header, at the start of page 1 (the file format's "The Database Header")
 SMALLEST_USABLE = 480  # SQLite's least usable page size: a leaf then holds at least 6 keys
 
 LEAF, INTERIOR = 0x0A, 0x02  # index b-tree page types
@@ -139,9 +142,14 @@ def _cell_values(db, at: int, page_end: int, usable: int, columns):
     return values
 
 
+def max_local(usable: int) -> int:
+    """The largest payload an index b-tree cell holds on its page: a larger one spills to overflow pages."""
+    return (usable - 12) * 64 // 255 - 23
+
+
 def _local(payload: int, usable: int) -> int:
     """How many of a payload's bytes an index b-tree cell holds on its page (the file format's "B-tree Pages")."""
-    most = (usable - 12) * 64 // 255 - 23
+    most = max_local(usable)
     if payload <= most:
         return payload
     least = (usable - 12) * 32 // 255 - 23
@@ -181,22 +189,58 @@ def read_varint(db, at: int) -> tuple[int, int]:
 
 
 def record(values, small_ints: bool) -> bytes:
-    """VALUES (non-negative integers) as a SQLite record, each in the fewest bytes, as SQLite writes them."""
-    serials, body = [], b""
+    """VALUES (integers, floats or None) as the record SQLite writes for them in a table of REAL stat columns (an
+    index entry is integers only): each integer in the fewest bytes, floats in eight (a zero as +0.0, as SQLite
+    stores -0.0), None in none; NaN, which SQLite stores as NULL, is None here."""
+    serials, body = bytearray(), bytearray()
     for value in values:
-        serial, size = _serial(value, small_ints)
-        serials.append(serial)
-        body += value.to_bytes(size, "big") if size else b""
-    return bytes([len(serials) + 1, *serials]) + body
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            serials.append(0)
+        elif isinstance(value, float):
+            serials.append(7)
+            body += struct.pack(">d", value if value else 0.0)
+        else:
+            serial, size = _serial(value, small_ints)
+            serials.append(serial)
+            body += value.to_bytes(size, "big", signed=True) if size else b""
+    return encoded_varint(len(serials) + 1) + serials + body
 
 
 def _serial(value: int, small_ints: bool) -> tuple[int, int]:
-    if small_ints and value <= 1:
+    if small_ints and value in (0, 1):
         return 8 + value, 0
-    for serial, limit in ((1, 0x7F), (2, 0x7FFF), (3, 0x7FFFFF), (4, 0x7FFFFFFF), (5, 0x7FFFFFFFFFFF)):
-        if value <= limit:
-            return serial, INT_SIZES[serial]
+    magnitude = ~value if value < 0 else value
+    for serial, size in ((1, 1), (2, 2), (3, 3), (4, 4), (5, 6)):
+        if magnitude < 1 << (8 * size - 1):
+            return serial, size
     return 6, 8
+
+
+def encoded_varint(value: int) -> bytes:
+    """VALUE (below 2**56: no nine-byte varint is needed here) as SQLite's varint."""
+    if value > 0x00FFFFFFFFFFFFFF:
+        raise ValueError("a varint of nine bytes is never needed here")
+    out = [value & 0x7F]
+    value >>= 7
+    while value:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    return bytes(reversed(out))
+
+
+def layout(head: bytes, size: int):
+    """(page size, usable bytes a page, whether 0 and 1 take no bytes, pages) of a database whose first
+    HEADER_BYTES are HEAD and whose file has SIZE bytes; None for one these pages cannot be appended to: pointer-map
+    pages (auto-vacuum), a page count that is not the file's, a page too small for the plan."""
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    if int.from_bytes(head[52:56], "big") or not page_size or pages * page_size != size:
+        return None
+    usable = page_size - head[20]
+    if usable < SMALLEST_USABLE:
+        return None
+    return page_size, usable, int.from_bytes(head[44:48], "big") >= 4, pages
 
 
 class _Pages:

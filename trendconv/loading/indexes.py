@@ -15,16 +15,13 @@ from trendconv.loading import btree, connection, schema
 _NATIVE = native.extension(native.BTREE)
 write_indexes = _NATIVE.write_indexes if _NATIVE is not None else btree.write_indexes
 
-# The file header, at the start of page 1 (https://www.sqlite.org/fileformat2.html, "The Database Header").
-_HEADER = 100
-
 
 def write_pages(path: Path, table_root: int) -> dict[str, int] | None:
     """trend_data's indexes appended to the database at PATH (no connection open on it), whose table b-tree
     starts at page TABLE_ROOT: each index's root page by name, or None (and the file as it was) where they do
     not fit the plan."""
     with open(path, "r+b") as file:
-        layout = _layout(file.read(_HEADER), file.seek(0, 2))
+        layout = btree.layout(file.read(btree.HEADER_BYTES), file.seek(0, 2))
         if layout is None:
             return None
         page_size, usable, small_ints, pages = layout
@@ -36,18 +33,6 @@ def write_pages(path: Path, table_root: int) -> dict[str, int] | None:
         file.seek(28)
         file.write(pages.to_bytes(4, "big"))  # the header's page count, which SQLite trusts over the file's size
     return dict(zip(schema.TREND_INDEXES, roots))
-
-
-def _layout(head: bytes, size: int):
-    """(page size, usable bytes a page, whether 0 and 1 take no bytes, pages) of a database whose first 100
-    bytes are HEAD and whose file has SIZE bytes; None for one these pages cannot be appended to: pointer-map
-    pages (auto-vacuum), or a page count that is not the file's."""
-    page_size = int.from_bytes(head[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(head[28:32], "big")
-    if int.from_bytes(head[52:56], "big") or pages * page_size != size or not page_size:
-        return None
-    return page_size, page_size - head[20], int.from_bytes(head[44:48], "big") >= 4, pages
 
 
 def name_pages(conn: connection.Connection, roots: dict[str, int]) -> None:

@@ -33,13 +33,18 @@ import pyarrow.compute as pc
 from trendconv import native
 from trendconv.loading import connection
 from trendconv.loading.btree import (  # a WITHOUT ROWID table's b-tree is an index b-tree
+    HEADER_BYTES,
     INT_SIZES,
     INTERIOR,
     INTERIOR_HEADER,
     LEAF,
     LEAF_HEADER,
+    encoded_varint,
+    layout,
+    max_local,
     page_image,
     read_varint,
+    record,
     write_at,
 )
 from trendconv.loading.insert import insert_trend
@@ -54,7 +59,6 @@ _STATE = struct.Struct("<8q")
 STATE_BYTES = _STATE.size
 _CELLS, _TOP, _PENDING, _HAS_LAST = range(4)
 OPEN_BYTES = 8 << 20  # the ranks' unfinished pages kept, at most: past it, the one used longest ago is written
-SMALLEST_USABLE = 480  # SQLite's least usable page size: a cell then holds a whole trend row of 18 columns
 _VALUE_LIMIT = 1e9  # keep in step with trendconv.loading.insert.VALUE_LIMIT and INF_VALUE
 _INF_VALUE = _VALUE_LIMIT + 1
 _COPY = 1 << 20  # bytes a copy of the scratch file's pages moves at a time, where copy_file_range is refused
@@ -116,7 +120,7 @@ def _cell(columns, cleaned, row: int, key: tuple, small_ints: bool, usable: int)
     stats = (columns[at][row] for at in range(KEYS, len(columns)))
     values = [*key, *(_clean(value) if at in cleaned else value for at, value in enumerate(stats, KEYS))]
     payload = record(values, small_ints)
-    return None if len(payload) > max_local(usable) else _encoded_varint(len(payload)) + payload
+    return None if len(payload) > max_local(usable) else encoded_varint(len(payload)) + payload
 
 
 def _clean(value):
@@ -126,50 +130,6 @@ def _clean(value):
     if math.isinf(value):
         return _INF_VALUE if value > 0 else -_INF_VALUE
     return min(max(value, -_VALUE_LIMIT), _VALUE_LIMIT)
-
-
-def record(values, small_ints: bool) -> bytes:
-    """VALUES (integers, floats or None) as the record SQLite writes for them in a table of REAL stat columns:
-    each integer in the fewest bytes, floats in eight (a zero as +0.0, as SQLite stores -0.0), None in none;
-    NaN, which SQLite stores as NULL, is None here."""
-    serials, body = bytearray(), bytearray()
-    for value in values:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            serials.append(0)
-        elif isinstance(value, float):
-            serials.append(7)
-            body += struct.pack(">d", value if value else 0.0)
-        else:
-            serial, size = _serial(value, small_ints)
-            serials.append(serial)
-            body += value.to_bytes(size, "big", signed=True) if size else b""
-    return _encoded_varint(len(serials) + 1) + serials + body  # fewer than 127 columns: the size is one byte
-
-
-def _serial(value: int, small_ints: bool) -> tuple[int, int]:
-    if small_ints and value in (0, 1):
-        return 8 + value, 0
-    magnitude = ~value if value < 0 else value
-    for serial, size in ((1, 1), (2, 2), (3, 3), (4, 4), (5, 6)):
-        if magnitude < 1 << (8 * size - 1):
-            return serial, size
-    return 6, 8
-
-
-def max_local(usable: int) -> int:
-    """The largest payload an index b-tree cell holds on its page: a larger one would spill to overflow pages."""
-    return (usable - 12) * 64 // 255 - 23
-
-
-def _encoded_varint(value: int) -> bytes:
-    if value > 0x00FFFFFFFFFFFFFF:
-        raise ValueError("a varint of nine bytes is never needed here")
-    out = [value & 0x7F]
-    value >>= 7
-    while value:
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    return bytes(reversed(out))
 
 
 def _start_page(buf: bytearray, state: list, usable: int) -> None:
@@ -232,7 +192,7 @@ class TablePages:
         from the file, so CONN's schema is committed first. CLEANED: the stat columns' positions."""
         conn.commit()
         with open(path, "rb") as file:
-            found = layout(file.read(100), file.seek(0, 2))
+            found = layout(file.read(HEADER_BYTES), file.seek(0, 2))
         return None if found is None else cls(path.parent, found[:3], cleaned)
 
     def put(self, rows: pa.Table) -> int | None:
@@ -300,7 +260,7 @@ class TablePages:
         if not children:
             return  # no rows: the root stays the empty leaf SQLite made
         with open(path, "r+b") as file:
-            found = layout(file.read(100), file.seek(0, 2))
+            found = layout(file.read(HEADER_BYTES), file.seek(0, 2))
             if found is None or found[:3] != self.layout:
                 raise RuntimeError(f"{path}: the database's page layout changed while its rows were loaded")
             placed = self._place_leaves(file.fileno(), children, free, found[3] + 1, root)
@@ -559,18 +519,3 @@ def _copy(source: int, target: int, start: int, at: int, count: int) -> None:
             write_at(target, data, at)
             done = len(data)
         start, at, count = start + done, at + done, count - done
-
-
-def layout(head: bytes, size: int):
-    """(page size, usable bytes a page, whether 0 and 1 take no bytes, pages) of a database whose first 100
-    bytes are HEAD and whose file has SIZE bytes; None for one these pages cannot be appended to: pointer-map
-    pages (auto-vacuum), a page count that is not the file's, a page too small for a trend row in one cell."""
-    page_size = int.from_bytes(head[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(head[28:32], "big")
-    if int.from_bytes(head[52:56], "big") or not page_size or pages * page_size != size:
-        return None
-    usable = page_size - head[20]
-    if usable < SMALLEST_USABLE:
-        return None
-    return page_size, usable, int.from_bytes(head[44:48], "big") >= 4, pages
