@@ -14,9 +14,12 @@ def write_tags(conn: connection.Connection, by_metric: dict, names: dict[int, st
     tags in RULE's order), and every (tag, target) link, sorted."""
     tag_ids: dict[tuple[str, str, int], int] = {}
     links = []
+    earned: dict[int, list] = {}  # each target's tags, the same for every metric it has
     for metric, targets in by_metric.items():
         for target in targets:
-            for tag_name, category in rule(names[target]):
+            if target not in earned:
+                earned[target] = rule(names[target])
+            for tag_name, category in earned[target]:
                 tag = tag_ids.setdefault((tag_name, category, metric), len(tag_ids) + 1)
                 links.append((tag, target))
     conn.executemany(schema.INSERT_TAG, ((tid, *tag) for tag, tid in tag_ids.items()))
