@@ -4,6 +4,7 @@ do not fit the plan leave the index to SQLite."""
 
 from __future__ import annotations
 
+import array
 import ctypes
 import random
 import sqlite3
@@ -163,11 +164,12 @@ def test_no_page_is_left_without_a_cell_where_a_level_ends(tmp_path, monkeypatch
     }
 
 
-def written(twin, path: Path, root: int) -> tuple[list[int] | None, bytes]:
-    """TWIN's write_indexes of trend_data's indexes at the end of the database at PATH: the roots, the file."""
+def written(twin, path: Path, root: int, keys=None) -> tuple[list[int] | None, bytes]:
+    """TWIN's write_indexes of trend_data's indexes at the end of the database at PATH (from KEYS, if given): the
+    roots, the file."""
     entries = [schema.index_entry(columns) for columns in schema.TREND_INDEXES.values()]
     with open(path, "r+b") as file:
-        roots = twin(file.fileno(), 512, 512, True, root, entries, path.stat().st_size // 512 + 1)
+        roots = twin(file.fileno(), 512, 512, True, root, entries, path.stat().st_size // 512 + 1, keys)
     return roots, path.read_bytes()
 
 
@@ -246,3 +248,71 @@ def test_a_database_whose_keys_do_not_fit_gets_sqlite_s_indexes_and_the_same_ans
     assert database_answers(created.load.db) == database_answers(written.load.db)
     assert database_answers(written.load.db)["integrity"] == [("ok",)]
     assert created.load.db.read_bytes() != written.load.db.read_bytes()  # the pages are laid out otherwise
+
+
+def packed_keys(rows, positions, width: int = 16) -> list[int]:
+    """ROWS' keys as TablePages.keys gives them: the columns at POSITIONS, WIDTH bits each, most significant first."""
+    keys = []
+    for row in rows:
+        key = 0
+        for position in positions:
+            key = (key << width) | row[position]
+        keys.append(key)
+    return keys
+
+
+def key_buffers(keys: list[int], pieces: int) -> list[bytes]:
+    """KEYS as PIECES buffers of native 64-bit integers (some of them empty where there are fewer keys)."""
+    size = -(-len(keys) // pieces) if keys else 1
+    return [array.array("Q", keys[start : start + size]).tobytes() for start in range(0, size * pieces, size)]
+
+
+TWINS = ["python", pytest.param("native", marks=pytest.mark.c_parts)]
+
+
+def twin_of(name: str):
+    return btree.write_indexes if name == "python" else NATIVE.write_indexes
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@pytest.mark.parametrize(
+    ("count", "positions", "pieces"),
+    [(0, (0, 1, 2, 3), 1), (1, (3, 1, 0, 2), 3), (3000, (0, 1, 2, 3), 7), (3000, (2, 0, 3, 1), 3000)],
+)
+def test_given_keys_write_the_pages_that_reading_the_table_writes(tmp_path, twin, count, positions, pieces):
+    rows = sorted(
+        {(rank % 32, step, target % 32, metric % 32) for rank, step, target, metric in random_rows(count, 12)}
+    )
+    random.Random(count).shuffle(rows)  # the keys come in any order: they are sorted
+    rows_read = tmp_path / "read.db"
+    root = make_table(rows_read, rows)
+    make_table(tmp_path / "given.db", rows)
+    read = written(twin_of(twin), rows_read, root)
+    table_pages = (tmp_path / "given.db").stat().st_size
+    with open(tmp_path / "given.db", "r+b") as file:  # the table's pages are not read: they may be anything
+        file.seek(512)
+        file.write(b"\xff" * (table_pages - 512))
+    keys = (positions, 16, key_buffers(packed_keys(rows, positions), pieces))
+    given = written(twin_of(twin), tmp_path / "given.db", root, keys)
+    assert given[0] == read[0]
+    assert given[1][table_pages:] == read[1][table_pages:]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@pytest.mark.parametrize("positions", [(0, 1, 2), (0, 1, 2, 3, 4)])
+def test_given_keys_without_every_column_of_the_entries_write_nothing(tmp_path, twin, positions):
+    rows = [(0, 1, 2, 3, 4)]
+    path = tmp_path / "given.db"
+    root = make_table(path, [row[:4] for row in rows])
+    before = path.read_bytes()
+    keys = (positions, 16, key_buffers(packed_keys(rows, positions), 1))
+    assert written(twin_of(twin), path, root, keys) == (None, before)
+
+
+@pytest.mark.c_parts
+def test_the_c_twin_refuses_a_buffer_of_part_of_a_key(tmp_path):
+    path = tmp_path / "given.db"
+    root = make_table(path, [(0, 1, 2, 3)])
+    with pytest.raises(ValueError) as raised:
+        written(NATIVE.write_indexes, path, root, ((0, 1, 2, 3), 16, [bytes(8), bytes(12)]))
+    assert str(raised.value) == "a buffer of keys is not a whole number of 64-bit keys"

@@ -473,42 +473,63 @@ def test_full_disk_is_a_clear_error_and_keeps_the_old_db(a1_data, tmp_path, monk
     )
 
 
-def generated_load(tmp_path: Path, monkeypatch, name: str, failing) -> tuple:
-    """A load of generated data with the function NAME (dotted) replaced by FAILING: (exit status, stderr, what
-    the output directory holds, whether the database there is the one before)."""
+def generated_load(tmp_path: Path, monkeypatch, patches: dict) -> tuple:
+    """A load of generated data with each function named (dotted) in PATCHES replaced by its value: (exit status,
+    stderr, what the output directory holds, whether the database there is the one before)."""
     generate(tmp_path / "data", steps=2, ranks=2, layers=2, seed=3)
     db = convert(tmp_path / "data", tmp_path).db
     before = db.read_bytes()
-    monkeypatch.setattr(name, failing)
+    for name, replacement in patches.items():
+        monkeypatch.setattr(name, replacement)
     result = invoke("load", tmp_path / "work", "--db", tmp_path / "out")
     return result.exit_code, result.stderr, sorted(path.name for path in db.parent.iterdir()), db.read_bytes() == before
 
 
-def _full(fd, data, offset):
+def _full(*args):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-def _failing_on_the_sync_thread(path):
-    if threading.current_thread().name == "trendconv-sync":
+def _failing_off_the_main_thread(fd):
+    if threading.current_thread() is not threading.main_thread():
         raise OSError(errno.EIO, os.strerror(errno.EIO))
-    SYNC(path)
+    FSYNC(fd)
 
 
-SYNC = build._fsync
+FSYNC = os.fsync
+COPIED = []
+
+
+def _copied(*args):
+    """table._copy, noting the thread it ran on."""
+    COPIED.append(threading.current_thread().name)
+    COPY(*args)
+
+
+COPY = table._copy
 
 
 @pytest.mark.parametrize(
-    ("name", "failing", "reason"),
+    ("patches", "reason"),
     [
         # the disk fills while the rows are written as pages (the twin's writes; the C part's are the same calls)
-        ("trendconv.loading.table.write_at", _full, "No space left on device"),
-        # the sync of the rows, on its own thread while the indexes are made, fails: the error is not lost
-        ("trendconv.loading.build._fsync", _failing_on_the_sync_thread, "Input/output error"),
+        ({"trendconv.loading.table.write_at": _full}, "No space left on device"),
+        # the disk fills while the table's pages are copied into the database, on their own thread
+        ({"trendconv.loading.table._copy": _full}, "No space left on device"),
+        # their sync, on that thread while the indexes are made, fails: the error is not lost
+        ({"os.fsync": _failing_off_the_main_thread}, "Input/output error"),
+        # the same where SQLite wrote the rows: the sync has a thread of its own
+        (
+            {
+                "os.fsync": _failing_off_the_main_thread,
+                "trendconv.formats.dump.builder._pages": lambda conn, path: None,
+            },
+            "Input/output error",
+        ),
     ],
 )
-def test_a_failed_write_or_sync_of_the_rows_is_a_clear_error(tmp_path, monkeypatch, name, failing, reason):
+def test_a_failed_write_or_sync_of_the_rows_is_a_clear_error(tmp_path, monkeypatch, patches, reason):
     monkeypatch.setattr(table, "_NATIVE", None)
-    found = generated_load(tmp_path, monkeypatch, name, failing)
+    found = generated_load(tmp_path, monkeypatch, patches)
     db = tmp_path / "out" / "dump_data.trend.db"
     assert found == (
         1,
@@ -516,6 +537,12 @@ def test_a_failed_write_or_sync_of_the_rows_is_a_clear_error(tmp_path, monkeypat
         [".dump_data.trend.db.files.json", "dump_data.trend.db"],
         True,
     )
+
+
+def test_the_table_s_pages_are_copied_on_their_own_thread(tmp_path, monkeypatch):
+    COPIED.clear()
+    assert generated_load(tmp_path, monkeypatch, {"trendconv.loading.table._copy": _copied})[0] == 0
+    assert set(COPIED) == {"trendconv-copy"}
 
 
 def test_db_directory_that_is_a_file(a1_data, tmp_path):

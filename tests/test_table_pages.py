@@ -53,6 +53,7 @@ def build(path: Path, batches, *, pages: bool, stats=STATS, **layout):
     conn.close()
     if written is not None:
         written.write(path, root)
+        written.wait()
     return writer.inserted, written
 
 
@@ -272,3 +273,52 @@ def test_a_dump_load_writes_its_rows_as_pages(tmp_path, a1_data, monkeypatch):
     pages, sqlite = (tmp_path / name / "dump_data.trend.db" for name in ("pages", "sqlite"))
     assert contents(pages)[:2] == contents(sqlite)[:2]
     assert pages.read_bytes() != sqlite.read_bytes()  # the same rows, laid out by trendconv
+
+
+def given_keys(pages: table.TablePages) -> list[tuple] | None:
+    """The keys PAGES gathered, as (rank, step, target, metric) rows in key order; None where it gave none."""
+    if pages.keys is None:
+        return None
+    positions, width, buffers = pages.keys
+    assert (positions, width) == ((0, 1, 2, 3), 16)
+    keys = [key for buffer in buffers for key in memoryview(buffer).cast("B").cast("Q")]
+    return sorted(tuple((key >> (width * (3 - at))) & 0xFFFF for at in range(4)) for key in keys)
+
+
+def small_batches(seed: int, top: int) -> list[pa.Table]:
+    """A shard per (step, rank) of 3 ranks and 4 steps, key values up to TOP."""
+    rng = random.Random(seed)
+    batches = []
+    for step in (0, 1, 7, top):
+        for rank in (2, 0, top):
+            keys = sorted({(rng.randrange(top + 1), rng.randrange(top + 1)) for _ in range(rng.choice([0, 5, 300]))})
+            batches.append(trend_batch({rank: [(step, target, metric, 1.0, 2.0, 3.0, 4.0) for target, metric in keys]}))
+    return batches
+
+
+@pytest.mark.parametrize("twin", ["python", pytest.param("c", marks=pytest.mark.c_parts)])
+def test_the_keys_gathered_for_the_indexes_are_the_table_s(tmp_path, monkeypatch, twin):
+    if twin == "python":
+        monkeypatch.setattr(table, "_NATIVE", None)
+    pages = same_as_sqlite(tmp_path, small_batches(5, 65535))
+    conn = sqlite3.connect(tmp_path / "pages.db")
+    rows = conn.execute(f"SELECT {', '.join(schema.TREND_KEY)} FROM trend_data ORDER BY 1, 2, 3, 4").fetchall()
+    conn.close()
+    assert (len(rows), given_keys(pages)) == (pages.appended, rows)
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        small_batches(6, 65536),  # a key value wider than 16 bits
+        [trend_batch({0: [(1, 5, 1, 1.0, 2.0, 3.0, 4.0), (1, 5, 1, 9.0, 9.0, 9.0, 9.0)]})],  # a duplicate left out
+        [
+            trend_batch({0: [(2, 5, 1, 1.0, 2.0, 3.0, 4.0)]}),
+            trend_batch({0: [(1, 5, 1, 1.0, 2.0, 3.0, 4.0)]}),
+        ],  # out of order
+        [trend_batch({-1: [(2, 5, 1, 1.0, 2.0, 3.0, 4.0)]})],  # a negative key value
+    ],
+)
+def test_rows_whose_keys_cannot_be_gathered_leave_the_indexes_to_read_the_table(tmp_path, batches):
+    pages = same_as_sqlite(tmp_path, batches)
+    assert pages.keys is None

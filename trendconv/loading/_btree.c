@@ -1,18 +1,19 @@
 /* trend_data's read indexes as SQLite b-tree pages: the C twin of trendconv/loading/btree.py, which says what is
  * done and why. Both write the same pages, byte for byte; keep them in step.
  *
- *     write_indexes(fd, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None
+ *     write_indexes(fd, page_size, usable, small_ints, root, entries, first_page, keys=None) -> [root, ...] | None
  *
  * FD is the database file open for reading and writing, of FIRST_PAGE - 1 pages; ROOT the first page of
  * trend_data's b-tree; ENTRIES one sequence per index: the positions in the table's record of the index entry's
  * columns, in the entry's order. The pages are written to FD from page FIRST_PAGE on, one index after the
  * other. None, with nothing written, where the keys do not fit the plan: one that is not a non-negative integer
  * within its cell's local bytes, more than 64 bits of key, more than MAX_ROWS rows, or pages this process cannot
- * have written.
+ * have written. KEYS, where given, are every row's key, and the table's pages are then not read (btree.py says how).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,18 +281,29 @@ static int pack(void *context, const int64_t *values) {
     return 1;
 }
 
-/* KEYS packed as FROM packs them, packed again in KEYS's entry order: an index over the same columns needs no
- * second reading of the table. */
+/* FROM's keys packed again in KEYS's entry order, into KEYS's array (which may be FROM's): an index over the same
+ * columns needs no second reading of the table. */
 static void repack(Keys *keys, const Keys *from) {
     int64_t values[MAX_COLUMNS];
     for (size_t r = 0; r < keys->rows; r++) {
-        uint64_t key = keys->keys[r];
+        uint64_t key = from->keys[r];
         for (int i = from->entry - 1; i >= 0; i--) {
             values[from->order[i]] = (int64_t)(key & ((UINT64_C(1) << from->width[i]) - 1));
             key >>= from->width[i];
         }
         keys->keys[r] = packed(keys, values);
     }
+}
+
+/* Whether the entries A and B have the same columns, in any order. */
+static int same_columns(const Keys *a, const Keys *b) {
+    if (a->entry != b->entry) return 0;
+    for (int i = 0; i < a->entry; i++) {
+        int found = 0;
+        for (int j = 0; j < b->entry; j++) found |= a->order[i] == b->order[j];
+        if (!found) return 0;
+    }
+    return 1;
 }
 
 static int bit_length(uint64_t value) {
@@ -512,16 +524,83 @@ static uint32_t build(Pages *p, const uint64_t *keys, size_t rows) {
     return root;
 }
 
-/* The index over KEYS's entry, its keys packed (and sorted here) into P's file: its root, or 0 (P's error set
- * where a write failed; out of memory otherwise). */
-static uint32_t write_index(Pages *p, Keys *keys, uint64_t *spare) {
-    int bits = 0;
+/* The index over KEYS's entry, its keys packed and sorted, into P's file: its root, or 0 (P's error set where a
+ * write failed; out of memory otherwise). */
+static uint32_t write_index(Pages *p, const Keys *keys) {
     p->columns = keys->entry;
-    for (int i = 0; i < keys->entry; i++) bits += p->width[i] = keys->width[i];
-    radix_sort(keys->keys, spare, keys->rows, bits);
+    for (int i = 0; i < keys->entry; i++) p->width[i] = keys->width[i];
     p->count = p->buffered = 0;
     uint32_t root = build(p, keys->keys, keys->rows);
     return root && flush(p) ? root : 0;
+}
+
+/* ---- the indexes one after the other, the next one's keys sorted on a second thread while one's pages are made */
+
+typedef struct {
+    Keys *keys;
+    uint64_t *spare;
+} Sort;
+
+static void *sort_keys(void *context) {
+    Sort *sort = context;
+    int bits = 0;
+    for (int i = 0; i < sort->keys->entry; i++) bits += sort->keys->width[i];
+    radix_sort(sort->keys->keys, sort->spare, sort->keys->rows, bits);
+    return NULL;
+}
+
+typedef struct {
+    Table *table;
+    uint32_t root;
+    Keys *keys, *measured; /* one per index; the keys the measuring walk gathered or that were given */
+    int count, from_keys;
+    size_t rows;
+    uint64_t *slot[2], *spare[2]; /* index K's keys go to slot K % 2 (the first holds those gathered); the two are
+                                   * one where memory was short */
+    Pages *pages;
+    uint32_t *roots;
+} Indexes;
+
+/* Index K's keys packed into their slot, from the index before it, from those gathered or given, or read from the
+ * table; 0 where the table's pages are not as planned. */
+static int prepare(Indexes *x, int k) {
+    Keys *keys = &x->keys[k];
+    keys->keys = x->slot[k % 2];
+    keys->rows = x->rows;
+    if (k && same_columns(keys, &x->keys[k - 1]))
+        repack(keys, &x->keys[k - 1]);
+    else if (!k && x->measured->gathering && (x->rows || x->from_keys)) {
+        Keys gathered = *x->measured;
+        gathered.keys = x->slot[0]; /* where they were gathered: repacked in place */
+        repack(keys, &gathered);
+    } else {
+        keys->rows = 0;
+        return walk(x->table, x->root, pack, keys); /* it was read once already: it reads again */
+    }
+    return 1;
+}
+
+/* Every index's pages written (the GIL released): 0 where one could not be. */
+static int write_all(Indexes *x) {
+    int ok = prepare(x, 0), ahead = 0, two = x->slot[0] != x->slot[1];
+    for (int k = 0; ok && k < x->count; k++) {
+        Sort sort = {&x->keys[k], x->spare[k % 2]}, next = {&x->keys[k + 1], x->spare[(k + 1) % 2]};
+        if (!ahead) sort_keys(&sort);
+        pthread_t helper;
+        int helping = 0;
+        ahead = two && k + 1 < x->count && same_columns(&x->keys[k + 1], &x->keys[k]);
+        if (ahead) {
+            prepare(x, k + 1); /* a repacking: it cannot fail */
+            helping = pthread_create(&helper, NULL, sort_keys, &next) == 0;
+            if (!helping) sort_keys(&next);
+        }
+        x->roots[k] = write_index(x->pages, &x->keys[k]);
+        ok = x->roots[k] != 0;
+        if (helping) pthread_join(helper, NULL);
+        x->pages->first_page += (uint32_t)x->pages->count;
+        if (ok && !ahead && k + 1 < x->count) ok = prepare(x, k + 1);
+    }
+    return ok;
 }
 
 /* ENTRIES into KEYS's orders (indexes into TABLE's positions, the columns read, which it adds to); 0 where an
@@ -565,15 +644,98 @@ static int widths(Keys *keys, int count, const Keys *measured) {
     return 1;
 }
 
-/* Whether the entries A and B have the same columns, in any order. */
-static int same_columns(const Keys *a, const Keys *b) {
-    if (a->entry != b->entry) return 0;
-    for (int i = 0; i < a->entry; i++) {
-        int found = 0;
-        for (int j = 0; j < b->entry; j++) found |= a->order[i] == b->order[j];
-        if (!found) return 0;
+/* Whether every entry holds each of the TABLE's columns read, once. */
+static int entries_hold_all(const Table *table, const Keys *keys, int count) {
+    for (int k = 0; k < count; k++) {
+        if (keys[k].entry != table->columns) return 0;
+        for (int at = 0; at < table->columns; at++) {
+            int found = 0;
+            for (int i = 0; i < keys[k].entry; i++) found |= keys[k].order[i] == at;
+            if (!found) return 0;
+        }
     }
     return 1;
+}
+
+/* The bytes of BUFFERS' keys, or -1 with a Python error set where one is not a whole number of 64-bit keys. */
+static Py_ssize_t keys_bytes(PyObject *buffers) {
+    Py_ssize_t bytes = 0;
+    for (Py_ssize_t b = 0; b < PySequence_Fast_GET_SIZE(buffers); b++) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(buffers, b), &view, PyBUF_SIMPLE) < 0) return -1;
+        Py_ssize_t len = view.len;
+        PyBuffer_Release(&view);
+        if (len % 8) {
+            PyErr_SetString(PyExc_ValueError, "a buffer of keys is not a whole number of 64-bit keys");
+            return -1;
+        }
+        bytes += len;
+    }
+    return bytes;
+}
+
+/* The BUFFERS' keys copied into MEASURED, which counts them; 0 where there are more than MAX_ROWS, -1 with a
+ * Python error set. */
+static int copy_keys(PyObject *buffers, Keys *measured) {
+    Py_ssize_t bytes = keys_bytes(buffers);
+    if (bytes < 0) return -1;
+    if ((size_t)bytes / 8 > MAX_ROWS) return 0;
+    if (!(measured->keys = malloc((size_t)bytes + sizeof *measured->keys))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t b = 0; b < PySequence_Fast_GET_SIZE(buffers); b++) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(buffers, b), &view, PyBUF_SIMPLE) < 0) return -1;
+        size_t room = (size_t)bytes / 8 - measured->rows, copied = (size_t)view.len / 8; /* the GIL is held: */
+        copied = copied < room ? copied : room; /* no buffer grows between the passes, but none writes past KEYS */
+        memcpy(measured->keys + measured->rows, view.buf, copied * 8);
+        measured->rows += copied;
+        PyBuffer_Release(&view);
+    }
+    return 1;
+}
+
+/* The largest value of each of MEASURED's columns, from its keys. */
+static void bound_keys(Keys *measured) {
+    for (size_t r = 0; r < measured->rows; r++) {
+        uint64_t key = measured->keys[r];
+        for (int i = measured->entry - 1; i >= 0; i--) {
+            int64_t value = (int64_t)(key & ((UINT64_C(1) << measured->width[i]) - 1));
+            if (value > measured->most[measured->order[i]]) measured->most[measured->order[i]] = value;
+            key >>= measured->width[i];
+        }
+    }
+}
+
+/* KEYS given (btree.write_indexes) into MEASURED, as the measuring walk would gather them: 1; 0 where they are not
+ * those the plan reads (the table's pages would be needed), -1 with a Python error set. */
+static int given_keys(PyObject *keys_arg, const Table *table, const Keys *keys, int count, Keys *measured) {
+    PyObject *positions_arg, *buffers_arg;
+    int width;
+    if (!PyArg_ParseTuple(keys_arg, "OiO;keys are (positions, width, buffers)", &positions_arg, &width, &buffers_arg))
+        return -1;
+    PyObject *positions = PySequence_Fast(positions_arg, "positions must be a sequence");
+    PyObject *buffers = positions ? PySequence_Fast(buffers_arg, "buffers must be a sequence") : NULL;
+    int ok = buffers != NULL;
+    Py_ssize_t columns = ok ? PySequence_Fast_GET_SIZE(positions) : 0;
+    ok = ok && columns == table->columns && width >= 1 && width <= 63 && width * columns <= 64 &&
+         entries_hold_all(table, keys, count);
+    for (Py_ssize_t i = 0; ok && i < columns; i++) {
+        long position = PyLong_AsLong(PySequence_Fast_GET_ITEM(positions, i));
+        int at = 0;
+        while (at < table->columns && table->position[at] != position) at++;
+        ok = at < table->columns;
+        measured->order[i] = at, measured->width[i] = width;
+    }
+    measured->columns = measured->entry = (int)columns;
+    measured->gathering = 1;
+    int result = PyErr_Occurred() ? -1 : ok;
+    if (result == 1) result = copy_keys(buffers, measured);
+    if (result == 1) bound_keys(measured);
+    Py_XDECREF(positions);
+    Py_XDECREF(buffers);
+    return result;
 }
 
 static PyObject *write_indexes(PyObject *self, PyObject *args) {
@@ -581,8 +743,9 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     int fd, small_ints;
     Py_ssize_t page_size, usable;
     unsigned long root, first_page;
-    PyObject *entries_arg;
-    if (!PyArg_ParseTuple(args, "innpkOk", &fd, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page))
+    PyObject *entries_arg, *keys_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "innpkOk|O", &fd, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page,
+                          &keys_arg))
         return NULL;
     PyObject *result = NULL, *entries = PySequence_Fast(entries_arg, "entries must be a sequence");
     size_t file_size = ((size_t)first_page - 1) * (size_t)page_size;
@@ -590,7 +753,7 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     Keys keys[MAX_INDEXES] = {{0}}, measured = {0};
     Pages pages = {(size_t)page_size, (size_t)usable, small_ints, 0, {0}, (uint32_t)first_page, fd, 0, NULL, 0, 0};
     uint32_t roots[MAX_INDEXES];
-    uint64_t *spare = NULL, *sorted = NULL;
+    uint64_t *spare = NULL, *sorted = NULL, *spare2 = NULL, *sorted2 = NULL;
     if (!entries) goto done;
     int count = (int)PySequence_Fast_GET_SIZE(entries);
     int fits = count >= 1 && count <= MAX_INDEXES && usable >= 480 && usable <= page_size && page_size <= 65536;
@@ -598,11 +761,17 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
         fits = plan(entries, &table, keys, count);
         if (fits < 0) goto done;
     }
-    if (fits && !(table.page = malloc(WINDOW * (size_t)page_size))) {
+    int from_keys = keys_arg != Py_None;
+    if (fits && from_keys) {
+        fits = given_keys(keys_arg, &table, keys, count, &measured);
+        if (fits < 0) goto done;
+        fits = fits && widths(keys, count, &measured);
+    }
+    if (fits && !from_keys && !(table.page = malloc(WINDOW * (size_t)page_size))) {
         PyErr_NoMemory();
         goto done;
     }
-    if (fits) {
+    if (fits && !from_keys) {
         measured.columns = measured.entry = table.columns;
         measured.gathering = 1;
         int width = 64 / table.columns < 63 ? 64 / table.columns : 63; /* 16 bits for trend_data's 4 columns */
@@ -624,24 +793,15 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    int ok = 1;
-    Py_BEGIN_ALLOW_THREADS;
-    for (int k = 0; ok && k < count; k++) {
-        keys[k].keys = sorted;
-        if (k && same_columns(&keys[k], &keys[k - 1])) {
-            keys[k].rows = rows;
-            repack(&keys[k], &keys[k - 1]);
-        } else if (!k && measured.gathering && rows) {
-            keys[k].rows = rows;
-            repack(&keys[k], &measured);
-        } else {
-            keys[k].rows = 0;
-            ok = walk(&table, (uint32_t)root, pack, &keys[k]); /* it was read once already: it reads again */
-        }
-        roots[k] = ok ? write_index(&pages, &keys[k], spare) : 0;
-        ok = roots[k] != 0;
-        pages.first_page += (uint32_t)pages.count;
+    if (count > 1) { /* without them, one index after the other on this thread */
+        spare2 = malloc((rows + 1) * sizeof *spare2);
+        sorted2 = spare2 ? malloc((rows + 1) * sizeof *sorted2) : NULL;
     }
+    Indexes indexes = {&table, (uint32_t)root, keys, &measured, count, from_keys, rows,
+                       {sorted, sorted2 ? sorted2 : sorted}, {spare, sorted2 ? spare2 : spare}, &pages, roots};
+    int ok;
+    Py_BEGIN_ALLOW_THREADS;
+    ok = write_all(&indexes);
     Py_END_ALLOW_THREADS;
     if (!ok) {
         if (pages.error) {
@@ -658,13 +818,16 @@ done:
     free(measured.keys);
     free(spare);
     free(sorted);
+    free(spare2);
+    free(sorted2);
     free(pages.batch);
     free(table.page);
     return result;
 }
 
 PyDoc_STRVAR(write_indexes_doc,
-             "write_indexes(fd, page_size, usable, small_ints, root, entries, first_page) -> [root, ...] | None\n\n"
+             "write_indexes(fd, page_size, usable, small_ints, root, entries, first_page, keys=None) -> [root, ...] | "
+             "None\n\n"
              "trend_data's indexes over ENTRIES written to FD (trendconv.loading.btree.write_indexes).");
 
 static PyMethodDef methods[] = {

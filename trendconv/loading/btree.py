@@ -8,9 +8,13 @@ index's order), sorted as integers and laid out as full pages, leaves first. SQL
 (https://www.sqlite.org/fileformat2.html: "B-tree Pages" and "Record Format"); `PRAGMA integrity_check`, which
 compares every index entry with its row, passes on every database the tests build.
 
+The keys can also be given (KEYS: gathered as the table's rows were written, trendconv.loading.table), and then
+the table's pages are not read at all: the indexes are made while those pages are still being copied into place.
+
 `write_indexes` is the Python twin of trendconv.loading._btree.write_indexes (the same pages, byte for byte, much
 more slowly); it gives None where the keys do not fit the plan (a negative or non-integer key, more than 64 bits of
-key, more than MAX_ROWS rows), and the caller lets SQLite build that index as before.
+key, more than MAX_ROWS rows, given keys that do not hold every entry's columns), and the caller lets SQLite build
+that index as before.
 """
 
 from __future__ import annotations
@@ -31,15 +35,22 @@ LEAF_HEADER, INTERIOR_HEADER = 8, 12
 _MAX_DEPTH = 32  # far beyond any real b-tree: a deeper one is not a file this process wrote
 
 
-def write_indexes(fd: int, page_size: int, usable: int, small_ints: bool, root: int, entries, first_page: int):
+def write_indexes(
+    fd: int, page_size: int, usable: int, small_ints: bool, root: int, entries, first_page: int, keys=None
+):
     """The indexes over ENTRIES (each the positions in trend_data's record of an index entry's columns, in the
     entry's order) of the WITHOUT ROWID table whose b-tree starts at page ROOT of the database open at FD (of
     FIRST_PAGE - 1 pages), written to it from page FIRST_PAGE on, one after the other: their root pages, or None
-    (nothing written) where the keys do not fit the plan. The file is read a page at a time."""
+    (nothing written) where the keys do not fit the plan. The file is read a page at a time, unless KEYS gives
+    every row's key: (the positions of its columns, most significant first; the bits of each; buffers of
+    unsigned 64-bit integers), which must hold every entry's columns."""
     if not _planned(entries, page_size, usable):
         return None
     columns = sorted({column for entry in entries for column in entry})
-    rows = _table_keys(_Pager(fd, page_size, first_page - 1), usable, root, columns)
+    if keys is None:
+        rows = _table_keys(_Pager(fd, page_size, first_page - 1), usable, root, columns)
+    else:
+        rows = _given_keys(keys, columns, entries)
     if rows is None or len(rows) > MAX_ROWS:
         return None
     most = [max((row[at] for row in rows), default=0) for at in range(len(columns))]
@@ -54,6 +65,21 @@ def write_indexes(fd: int, page_size: int, usable: int, small_ints: bool, root: 
         roots.append(pages.build(keys))
         first_page += pages.count
     return roots
+
+
+def _given_keys(keys, columns, entries):
+    """The values at COLUMNS of each key of KEYS (see `write_indexes`), or None where they are not those of every
+    entry: the table's pages would then have to be read."""
+    positions, width, buffers = keys
+    if sorted(positions) != columns or any(sorted(set(entry)) != columns for entry in entries):
+        return None
+    order = [list(positions).index(column) for column in columns]
+    rows = []
+    for buffer in buffers:
+        for key in memoryview(buffer).cast("B").cast("Q"):
+            fields = _unpack(key, [width] * len(positions))
+            rows.append([fields[at] for at in order])
+    return rows
 
 
 def _planned(entries, page_size: int, usable: int) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -19,6 +18,7 @@ from trendconv.executors import alive
 from trendconv.faults import fault_point
 from trendconv.heap import trim
 from trendconv.loading import connection, schema
+from trendconv.loading.background import Background
 from trendconv.loading.indexes import build_indexes, name_pages, write_pages
 from trendconv.loading.records import metas_of, unpacked
 from trendconv.loading.table import TablePages
@@ -94,41 +94,30 @@ def complete_build(
     trim()  # the rows' batches are freed: the index sorts start from a heap given back (trendconv.heap)
     (table_root,) = conn.execute(schema.TREND_ROOT).fetchall()[0]
     conn.close()  # trend_data's pages are written to the file with no connection on it
-    if pages is not None:
-        pages.write(tmp, table_root)
+    # trend_data's leaves are copied and synced on another thread until `pages.wait()`
+    copying = pages is not None and pages.write(tmp, table_root)
     indexed = time.perf_counter()
     if index:
-        syncing = _Syncing(tmp)  # the rows go to disk on another core while the indexes are made
-        _index(tmp, table_root, trend_stat1)
-        syncing.wait()
+        syncing = None if copying else Background("trendconv-sync", _fsync, tmp)  # the rows go to disk meanwhile
+        _index(tmp, table_root, trend_stat1, pages)
+        if syncing is not None:
+            syncing.wait()
+    elif pages is not None:
+        pages.wait()
     seconds["index"] = time.perf_counter() - indexed
     _fsync(tmp)  # here, not in `publish`: the databases of several formats are then renamed in one short moment
     seconds["finish"] = time.perf_counter() - started - seconds["index"]
 
 
-class _Syncing(threading.Thread):
-    """`_fsync` of PATH on a thread of its own; `wait` raises what it raised."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(name="trendconv-sync", daemon=True)
-        self.path, self.error = path, None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            _fsync(self.path)
-        except OSError as exc:  # an error fsync reports once: raised by `wait`, not lost to the second fsync
-            self.error = exc
-
-    def wait(self) -> None:
-        self.join()
-        if self.error is not None:
-            raise self.error
-
-
-def _index(tmp: Path, table_root: int, trend_stat1) -> None:
-    """The read indexes of the complete database at TMP, whose trend_data starts at page TABLE_ROOT."""
-    roots = write_pages(tmp, table_root)
+def _index(tmp: Path, table_root: int, trend_stat1, pages: TablePages | None) -> None:
+    """The read indexes of the database at TMP, whose trend_data starts at page TABLE_ROOT and whose PAGES, if
+    any, may still be being copied: the index pages are made from their keys meanwhile."""
+    keys = pages.keys if pages is not None else None
+    if keys is None and pages is not None:
+        pages.wait()  # the keys are read from trend_data's pages: all must be in place
+    roots = write_pages(tmp, table_root, keys)
+    if pages is not None:
+        pages.wait()  # SQLite opens the file next
     if roots is not None:
         with _reopened(tmp) as named:
             name_pages(named, roots)

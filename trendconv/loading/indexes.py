@@ -16,17 +16,17 @@ _NATIVE = native.extension(native.BTREE)
 write_indexes = _NATIVE.write_indexes if _NATIVE is not None else btree.write_indexes
 
 
-def write_pages(path: Path, table_root: int) -> dict[str, int] | None:
+def write_pages(path: Path, table_root: int, keys=None) -> dict[str, int] | None:
     """trend_data's indexes appended to the database at PATH (no connection open on it), whose table b-tree
     starts at page TABLE_ROOT: each index's root page by name, or None (and the file as it was) where they do
-    not fit the plan."""
+    not fit the plan. With KEYS (trendconv.loading.table.TablePages.keys), the table's pages are not read."""
     with open(path, "r+b") as file:
         layout = btree.layout(file.read(btree.HEADER_BYTES), file.seek(0, 2))
         if layout is None:
             return None
         page_size, usable, small_ints, pages = layout
         entries = [schema.index_entry(columns) for columns in schema.TREND_INDEXES.values()]
-        roots = write_indexes(file.fileno(), page_size, usable, small_ints, table_root, entries, pages + 1)
+        roots = write_indexes(file.fileno(), page_size, usable, small_ints, table_root, entries, pages + 1, keys)
         if roots is None:
             return None
         pages = file.seek(0, 2) // page_size

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from trendconv import native
 from trendconv.loading import connection
+from trendconv.loading.background import Background
 from trendconv.loading.btree import (  # a WITHOUT ROWID table's b-tree is an index b-tree
     HEADER_BYTES,
     INT_SIZES,
@@ -62,6 +63,7 @@ OPEN_BYTES = 8 << 20  # the ranks' unfinished pages kept, at most: past it, the 
 _VALUE_LIMIT = 1e9  # keep in step with trendconv.loading.insert.VALUE_LIMIT and INF_VALUE
 _INF_VALUE = _VALUE_LIMIT + 1
 _COPY = 1 << 20  # bytes a copy of the scratch file's pages moves at a time, where copy_file_range is refused
+KEY_WIDTH = 16  # bits a key column has in a row's key gathered for the index pages: a wider value reads the table
 
 
 # ---- one rank's rows onto its page (the twin of _table.c)
@@ -183,6 +185,8 @@ class TablePages:
         self._open: OrderedDict[int, None] = OrderedDict()  # the ranks with an unfinished page, oldest use first
         self._most_open = max(16, OPEN_BYTES // layout[0])
         self._pages = 0  # in the scratch file
+        self._keys: list[pa.Array] | None = []  # every row's key, for the index pages: see `keys`
+        self._copying: Background | None = None
         self.appended = 0
         self.streaming = True
 
@@ -200,6 +204,7 @@ class TablePages:
         not fit the plan: it and the rows after it are not appended."""
         arrays = [rows[name].combine_chunks() for name in rows.column_names]
         columns = self._columns(arrays)
+        before = self.appended
         for start, end in _runs(arrays[0]):
             rank = self._rank(arrays[0][start].as_py())
             appended, stop, self._pages, items = self._append(columns, start, end, rank)
@@ -207,7 +212,28 @@ class TablePages:
             rank.items += items
             if stop < end:
                 return stop
+        self._gather(arrays[:KEYS], self.appended - before == rows.num_rows)
         return None
+
+    def _gather(self, arrays, whole: bool) -> None:
+        """The keys of ARRAYS' rows kept for `keys`, if every row was appended (WHOLE: none was a duplicate)."""
+        if self._keys is not None:
+            key = _packed(arrays) if whole else None
+            if key is None:
+                self._keys = None
+            else:
+                self._keys.append(key)
+
+    @property
+    def keys(self):
+        """Every row's key, as trendconv.loading.btree.write_indexes takes them (the key columns' positions, most
+        significant first; their bits; buffers of 64-bit keys), so that the index pages are made without reading
+        the table's; None where a row was left out as a duplicate, where SQLite has the rows, or where a key
+        column's value does not fit KEY_WIDTH bits."""
+        if not self.streaming or self._keys is None:
+            return None
+        buffers = [key.buffers()[1].slice(key.offset * 8, len(key) * 8) for key in self._keys]
+        return tuple(range(KEYS)), KEY_WIDTH, buffers
 
     def _rank(self, value: int) -> _Rank:
         rank = self._ranks.get(value)
@@ -251,26 +277,47 @@ class TablePages:
 
     # ---- the end: the leaves joined in key order, the levels above them
 
-    def write(self, path: Path, root: int) -> None:
+    def write(self, path: Path, root: int) -> bool:
         """The rows put, as trend_data's b-tree whose root is page ROOT of the database at PATH (no connection open
-        on it, trend_data empty there): the pages are appended to the file and the root rewritten."""
+        on it, trend_data empty there): the pages are appended to the file and the root rewritten. The levels
+        above the leaves are written here, and the file's header and size are the whole table's; the leaves are
+        copied and synced on another thread until `wait`, which must come before the file is read. Whether they
+        are (not where there is no more than one leaf, or SQLite has the rows)."""
         if not self.streaming:
-            return
+            return False
         children, dividers, free = self._leaf_level(self._sequence())
         if not children:
-            return  # no rows: the root stays the empty leaf SQLite made
+            return False  # no rows: the root stays the empty leaf SQLite made
         with open(path, "r+b") as file:
             found = layout(file.read(HEADER_BYTES), file.seek(0, 2))
             if found is None or found[:3] != self.layout:
                 raise RuntimeError(f"{path}: the database's page layout changed while its rows were loaded")
-            placed = self._place_leaves(file.fileno(), children, free, found[3] + 1, root)
-            last = _Interiors(file.fileno(), self.layout, placed.next_page).build(placed.children, dividers, root)
+            if len(children) == 1:  # the one leaf is the root
+                self._copy_pages(file.fileno(), [(children[0], root, 1)])
+                return False
+            copies, numbers = self._placement(children, free, found[3] + 1)
+            above = _Interiors(file.fileno(), self.layout, found[3] + 1 + len(numbers))
+            last = above.build([numbers[child] for child in children], dividers, root)
+            os.ftruncate(file.fileno(), (last - 1) * self.layout[0])  # the leaves' place, before they are in it
             file.seek(28)
             file.write((last - 1).to_bytes(4, "big"))  # the header's page count, which SQLite trusts over the size
-        self.close()
+        self._copying = Background("trendconv-copy", self._copy_leaves, path, copies)
+        return True
+
+    def wait(self) -> None:
+        """The leaves `write` copies in place (what failed raised), and the scratch file given up."""
+        copying, self._copying = self._copying, None
+        try:
+            if copying is not None:
+                copying.wait()
+        finally:
+            self.close()
 
     def close(self) -> None:
-        """The scratch file given up (a build abandoned, or its pages written)."""
+        """The scratch file given up (a build abandoned, or its pages written), once the copy of its leaves is
+        over: a failure of the copy is not raised, as the build is abandoned."""
+        if self._copying is not None:
+            self._copying.join()
         self._scratch.close()
 
     def _sequence(self) -> list:
@@ -341,26 +388,35 @@ class TablePages:
         data = os.pread(self._scratch.fileno(), self.layout[0], page * self.layout[0])
         return leaf_cells(data, int.from_bytes(data[3:5], "big"))
 
-    def _place_leaves(self, fd: int, children: list[int], free: list[int], first: int, root: int) -> _Placed:
-        """The scratch pages in use copied to the database from page FIRST on, in scratch order (a single leaf
-        goes to ROOT instead); CHILDREN renumbered as they now are."""
-        size, scratch = self.layout[0], self._scratch.fileno()
-        if len(children) == 1:
-            _write(fd, os.pread(scratch, size, children[0] * size), 0, size, root - 1)
-            return _Placed([root], first)
+    def _placement(self, children: list[int], free: list[int], first: int):
+        """Where the scratch pages in use go in the database, from page FIRST on, in scratch order: the copies to
+        make ((scratch page, database page, count) of each stretch), and each page's database number."""
         unused = set(free)
         used = [page for page in range(self._pages) if page not in unused]
-        number = {page: first + position for position, page in enumerate(used)}
-        for start, count in _stretches(used):
-            _copy(scratch, fd, start * size, (number[start] - 1) * size, count * size)
-        return _Placed([number[child] for child in children], first + len(used))
+        numbers = {page: first + position for position, page in enumerate(used)}
+        return [(start, numbers[start], count) for start, count in _stretches(used)], numbers
+
+    def _copy_leaves(self, path: Path, copies) -> None:
+        """COPIES made to the database at PATH, and synced: the table's pages go to disk while the indexes are made."""
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            self._copy_pages(fd, copies)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _copy_pages(self, fd: int, copies) -> None:
+        """COPIES ((scratch page, database page, count)) made from the scratch file to the database open at FD."""
+        size = self.layout[0]
+        for start, page, count in copies:
+            _copy(self._scratch.fileno(), fd, start * size, (page - 1) * size, count * size)
 
     # ---- where a row does not fit the plan
 
     def hand_over(self, conn: connection.Connection, stats) -> None:
         """The rows put so far inserted by SQLite through CONN, in key order (trend_data's STATS columns after the
         key, their values already cleaned); from now on SQLite inserts every row, and `write` does nothing."""
-        self.streaming = False
+        self.streaming, self._keys = False, None
         children, dividers, _ = self._leaf_level(self._sequence())
         names = [*TREND_KEY, *stats]
         batch: list[bytes] = []
@@ -376,11 +432,6 @@ class TablePages:
 
 
 _HANDED = 8192  # rows handed to SQLite at a time
-
-
-class _Placed:
-    def __init__(self, children: list[int], next_page: int) -> None:
-        self.children, self.next_page = children, next_page
 
 
 class _Interiors:
@@ -483,6 +534,22 @@ def record_values(cell: bytes) -> list:
             values.append(int.from_bytes(cell[body : body + size], "big", signed=True) if size else None)
         body += size
     return values
+
+
+def _packed(arrays) -> pa.Array | None:
+    """The keys of the rows of ARRAYS (the key columns), KEY_WIDTH bits a column, most significant first, as
+    unsigned 64-bit integers; None where a value is NULL, negative or wider."""
+    key = None
+    for array in arrays:
+        if array.null_count:
+            return None
+        if len(array):
+            bounds = pc.min_max(array)
+            if bounds["min"].as_py() < 0 or bounds["max"].as_py() >> KEY_WIDTH:
+                return None
+        column = array.cast(pa.uint64())
+        key = column if key is None else pc.bit_wise_or(pc.shift_left(key, pa.scalar(KEY_WIDTH, pa.uint64())), column)
+    return key
 
 
 def _runs(values: pa.Array):
