@@ -318,7 +318,8 @@ def main() -> None:
         "",
         f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Wall seconds of whole processes "
         "(trendconv's: the `trendconv run` command as a user types it, with the stage times its summary prints, "
-        "to 10 ms); peak RSS of the whole process tree (sum of PSS, sampled every 100 ms).",
+        "to 10 ms); peak RSS of the whole process tree (sum of PSS, sampled every 100 ms). Each command starts after "
+        "a `sync`, so that no earlier command's writes are flushed during it.",
         machine_line(machine()),
         "`total / floor` is total / max(CSV floor / workers, SQLite floor); the SQLite floor goes through the "
         "connection trendconv writes with.",

@@ -116,7 +116,10 @@ def tree_rss_kib(root: int) -> int:
 
 
 def measure(command: list[str], env: dict | None = None) -> tuple[float, int, str]:
-    """Wall time, peak memory of the whole process tree (sampled every 100 ms), stdout."""
+    """Wall time, peak memory of the whole process tree (sampled every 100 ms), stdout. The file system's dirty
+    pages are written out first (`sync`, not timed): the previous command's output (msprobe's database, a WORK's
+    shards) would otherwise be flushed while this one runs, and be counted in its time."""
+    os.sync()
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     peak = [0]
