@@ -38,6 +38,7 @@ from benchmarks.run import (
     merged,
     run_command,
     run_msprobe,
+    sampled_rss,
     sqlite_floor,
     trendconv_command,
 )
@@ -101,10 +102,11 @@ def csv_files(data: Path) -> list[Path]:
     return sorted(data.glob("*-rank*-*/*.csv"))
 
 
-def run_trendconv(data: Path, workers: int, scratch: Path) -> Measured:
+def run_trendconv(data: Path, workers: int, scratch: Path, *, sample: bool = False) -> Measured:
+    """One `trendconv run`; its peak memory only with SAMPLE (benchmarks.run.measure)."""
     out = scratch / f"tc_w{workers}"
     shutil.rmtree(out, ignore_errors=True)
-    return run_command("monitor", data, out, workers)
+    return run_command("monitor", data, out, workers, sample=sample)
 
 
 def csv_floor(data: Path) -> float:
@@ -125,13 +127,16 @@ def bench(scenario: MonitorScenario, workers: list[int], repeat: int, args) -> d
     files = csv_files(data)
     rounds = [_round(data, workers, args.msprobe, scratch) for _ in range(repeat)]
     ours = {count: merged(one["ours"][count] for one in rounds) for count in workers}
+    sampled_rss(ours, lambda count: run_trendconv(data, count, scratch, sample=True))
+    theirs = {count: merged(one["msprobe"][count] for one in rounds) for count in workers}
+    sampled_rss(theirs, lambda count: _msprobe(args.msprobe, data, scratch, count, sample=True))
     print(f"done: {scenario.name}", file=sys.stderr)
     return {
         "scenario": scenario,
         "files": len(files),
         "bytes": sum(path.stat().st_size for path in files),
         "ours": ours,
-        "msprobe": {count: merged(one["msprobe"][count] for one in rounds) for count in workers},
+        "msprobe": theirs,
         "repeat": repeat,
         "csv_floor": statistics.median(one["csv_floor"] for one in rounds),
         "sqlite_floor": statistics.median(one["sqlite_floor"] for one in rounds),
@@ -142,13 +147,15 @@ def bench(scenario: MonitorScenario, workers: list[int], repeat: int, args) -> d
 def _round(data: Path, workers: list[int], msprobe: str, scratch: Path) -> dict:
     """One run of everything; the SQLite floor reads the rows of the first trendconv run."""
     measured = {"ours": {count: run_trendconv(data, count, scratch) for count in workers}}
-    measured["msprobe"] = {
-        count: run_msprobe(msprobe, data, scratch, "--format", "monitor", "--process_num", str(count))
-        for count in workers
-    }
+    measured["msprobe"] = {count: _msprobe(msprobe, data, scratch, count) for count in workers}
     measured["csv_floor"] = csv_floor(data)
     measured["sqlite_floor"] = sqlite_floor(scratch / f"tc_w{workers[0]}" / formats.get("monitor").db_name, scratch)
     return measured
+
+
+def _msprobe(msprobe: str, data: Path, scratch: Path, workers: int, *, sample: bool = False) -> Measured:
+    """msprobe data2db with WORKERS processes: not sampled while timed, as trendconv's runs are not."""
+    return run_msprobe(msprobe, data, scratch, "--format", "monitor", "--process_num", str(workers), sample=sample)
 
 
 def section(result: dict) -> list[str]:
@@ -242,7 +249,7 @@ def many_files(counts: tuple[int, int], workers: int) -> list[dict]:
     for count in counts:
         data = data_for(tiny(f"{count} files", count, ALL_NINE))
         files = csv_files(data)
-        measured = run_trendconv(data, workers, _scratch(data))
+        measured = run_trendconv(data, workers, _scratch(data), sample=True)  # one run: timed and sampled
         loaded = load_alone(_scratch(data) / f"tc_w{workers}")
         found.append(
             {
@@ -318,8 +325,10 @@ def main() -> None:
         "",
         f"Produced by `python -m benchmarks.monitor {' '.join(sys.argv[1:])}`. Wall seconds of whole processes "
         "(trendconv's: the `trendconv run` command as a user types it, with the stage times its summary prints, "
-        "to 10 ms); peak RSS of the whole process tree (sum of PSS, sampled every 100 ms). Each command starts after "
-        "a `sync`, so that no earlier command's writes are flushed during it.",
+        "to 10 ms); peak RSS of the whole process tree (sum of PSS, sampled every 100 ms in one more run of each "
+        "command and worker count: the timed runs are not sampled, as a sample costs ~11 ms of CPU that a command "
+        "using both cores would pay). Each command starts after a `sync`, so that no earlier command's writes are "
+        "flushed during it.",
         machine_line(machine()),
         "`total / floor` is total / max(CSV floor / workers, SQLite floor); the SQLite floor goes through the "
         "connection trendconv writes with.",

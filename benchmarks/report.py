@@ -115,8 +115,10 @@ def write_report(directory: Path, command: str, machine: dict, results: list[dic
         "trendconv's are those of the `trendconv run` command as a user types it, with the stage times its "
         "summary prints (to 10 ms).",
         machine_line(machine),
-        "Peak RSS is that of the whole process tree (main process and workers), sampled every 100 ms. Each command "
-        "starts after a `sync`, so that no earlier command's writes are flushed during it.",
+        "Peak RSS is that of the whole process tree (main process and workers), sampled every 100 ms in one more "
+        "run of each trendconv command (the timed runs are not sampled: a sample costs ~11 ms of CPU, which a "
+        "command using both cores would pay); msprobe's runs, one process each, are sampled as they are timed. "
+        "Each command starts after a `sync`, so that no earlier command's writes are flushed during it.",
         "`total / floor` is total / max(JSON floor / workers, SQLite floor); the SQLite floor goes through the "
         "connection trendconv writes with.",
         "",

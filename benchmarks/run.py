@@ -115,25 +115,31 @@ def tree_rss_kib(root: int) -> int:
     return total
 
 
-def measure(command: list[str], env: dict | None = None) -> tuple[float, int, str]:
-    """Wall time, peak memory of the whole process tree (sampled every 100 ms), stdout. The file system's dirty
-    pages are written out first (`sync`, not timed): the previous command's output (msprobe's database, a WORK's
-    shards) would otherwise be flushed while this one runs, and be counted in its time."""
+def measure(command: list[str], env: dict | None = None, *, sample: bool = True) -> tuple[float, int, str]:
+    """Wall time, peak memory of the whole process tree (sampled every 100 ms; 0 without SAMPLE), stdout. The file
+    system's dirty pages are written out first (`sync`, not timed): the previous command's output (msprobe's
+    database, a WORK's shards) would otherwise be flushed while this one runs, and be counted in its time.
+
+    A sample reads every process's smaps_rollup, ~11 ms of CPU for `run -j2`'s five processes: ~6% of a core,
+    which a command using both cores pays and one using one core does not. Timed runs of trendconv are therefore
+    not sampled, and its peak memory comes from a run of its own (`sampled_rss`)."""
     os.sync()
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     peak = [0]
 
-    def sample() -> None:
+    def sample_tree() -> None:
         while process.poll() is None:
             peak[0] = max(peak[0], tree_rss_kib(process.pid))
             time.sleep(0.1)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = threading.Thread(target=sample_tree, daemon=True)
+    if sample:
+        sampler.start()
     stdout, stderr = process.communicate()
     elapsed = time.perf_counter() - started
-    sampler.join()
+    if sample:
+        sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{command[:4]} failed ({process.returncode}): {stderr[-2000:]}")
     return elapsed, peak[0], stdout
@@ -154,16 +160,23 @@ def input_files(data: Path) -> list[Path]:
     return sorted(data.glob("step*/*/dump.json")) + sorted(data.glob("step*/*/construct.json"))
 
 
-def run_trendconv(data: Path, workers: int, scratch: Path, mode: str = "run") -> Measured:
+def run_trendconv(data: Path, workers: int, scratch: Path, mode: str = "run", *, sample: bool = False) -> Measured:
     """One `mode` run: run (both stages, the command itself), parse (a fresh WORK) or load (from the shards of a
-    run)."""
+    run); its peak memory only with SAMPLE (see `measure`)."""
     out = scratch / f"tc_w{workers}" if mode != "load" else scratch / "tc_load"
     if mode != "load":
         shutil.rmtree(out, ignore_errors=True)
     if mode == "run":
-        return run_command("dump", data, out, workers)
+        return run_command("dump", data, out, workers, sample=sample)
     source = scratch / f"tc_w{workers}" / ".trendconv" if mode == "load" else data
     return drive(mode, source, out, workers, None if mode == "parse" else formats.get("dump").db_name)
+
+
+def sampled_rss(measured: dict[int, Measured], run) -> None:
+    """The peak memory of each of MEASURED's worker counts (timed without sampling) from one more run of its own,
+    `run(workers)`."""
+    for workers, result in measured.items():
+        result.rss_kib = run(workers).rss_kib
 
 
 def trendconv_command() -> list[str]:
@@ -171,11 +184,12 @@ def trendconv_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "trendconv"]
 
 
-def run_command(input_format: str, data: Path, out: Path, workers: int) -> Measured:
-    """`trendconv run` as a user types it, measured as a whole process: its wall time and peak memory, the stage
-    times (to 10 ms) and counts its summary prints, and the digest of the database it wrote to OUT."""
+def run_command(input_format: str, data: Path, out: Path, workers: int, *, sample: bool = False) -> Measured:
+    """`trendconv run` as a user types it, measured as a whole process: its wall time and (with SAMPLE) peak
+    memory, the stage times (to 10 ms) and counts its summary prints, and the digest of the database it wrote to
+    OUT."""
     command = [*trendconv_command(), "run", str(data), "--db", str(out), "--format", input_format, f"-j{workers}"]
-    elapsed, rss, stdout = measure(command)
+    elapsed, rss, stdout = measure(command, sample=sample)
     stages, counts = summary_of(stdout)
     result = Measured(seconds=[elapsed], stages=[stages], rss_kib=[rss], counts=counts)
     result.db_sha256.add(hashlib.sha256((out / formats.get(input_format).db_name).read_bytes()).hexdigest())
@@ -199,7 +213,7 @@ def summary_of(stdout: str) -> tuple[dict, dict]:
 def drive(mode: str, source: Path, out: Path, workers: int, db_name: str | None) -> Measured:
     """One `benchmarks.drive` process, measured; with DB_NAME, the digest of the database it wrote to OUT."""
     elapsed, rss, stdout = measure(
-        [sys.executable, "-m", "benchmarks.drive", mode, str(source), str(out), str(workers)]
+        [sys.executable, "-m", "benchmarks.drive", mode, str(source), str(out), str(workers)], sample=False
     )
     report = json.loads(stdout)
     counts = {key: report[key] for key in report if key not in ("seconds", "rss_main_kib")}
@@ -209,12 +223,13 @@ def drive(mode: str, source: Path, out: Path, workers: int, db_name: str | None)
     return result
 
 
-def run_msprobe(msprobe: str, data: Path, scratch: Path, *options: str) -> Measured:
-    """One msprobe data2db run of DATA into SCRATCH/msprobe; OPTIONS such as `--format dump` go last."""
+def run_msprobe(msprobe: str, data: Path, scratch: Path, *options: str, sample: bool = True) -> Measured:
+    """One msprobe data2db run of DATA into SCRATCH/msprobe; OPTIONS such as `--format dump` go last. Sampled
+    (SAMPLE) as it is timed where it runs one process: the sampler then has the other core to itself."""
     out = scratch / "msprobe"
     shutil.rmtree(out, ignore_errors=True)
     command = [msprobe, "data2db", "--data", str(data), "--db", str(out), *options]
-    elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"})
+    elapsed, rss, _ = measure(command, env={**os.environ, "PYTHONHASHSEED": "0"}, sample=sample)
     return Measured(seconds=[elapsed], rss_kib=[rss])
 
 
@@ -317,6 +332,7 @@ def bench(scenario: Scenario, workers: list[int], args) -> dict:
     files = input_files(data)
     rounds = [_round(data, workers, args.msprobe, scratch) for _ in range(args.repeat)]
     ours = {count: merged(one["ours"][count] for one in rounds) for count in workers}
+    sampled_rss(ours, lambda count: run_trendconv(data, count, scratch, sample=True))
     load_only = merged(one["load_only"] for one in rounds)
     print(f"done: {scenario.name}", file=sys.stderr)
     return {

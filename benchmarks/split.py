@@ -51,12 +51,13 @@ def bench(scenario: Scenario, split: int, repeat: int) -> dict:
         commands = variants(data, scratch, split)
         seconds: dict[str, list[float]] = {name: [] for name in commands}
         peaks: dict[str, int] = dict.fromkeys(commands, 0)
-        for _ in range(repeat):  # interleaved: each round runs every variant once
+        for round_ in range(repeat + 1):  # interleaved: each round runs every variant once
             for name, command in commands.items():
                 shutil.rmtree(command[command.index("--db") + 1], ignore_errors=True)  # a fresh output (and WORK)
-                elapsed, peak, _ = measure(command)
-                seconds[name].append(elapsed)
-                peaks[name] = max(peaks[name], peak)
+                if round_ < repeat:  # timed, not sampled (benchmarks.run.measure)
+                    seconds[name].append(measure(command, sample=False)[0])
+                else:  # the last round: the peak memory, sampled
+                    peaks[name] = measure(command)[1]
             sizes = {path.name: path.stat().st_size for path in sorted((scratch / "r2").glob("*.trend.db"))}
     return {"scenario": scenario, "split": split, "seconds": seconds, "peaks": peaks, "sizes": sizes}
 
@@ -77,7 +78,9 @@ def report(result: dict, repeat: int) -> str:
         "",
         f"Dump data of {scenario.steps} steps × {scenario.ranks} ranks × {scenario.layers} layers, "
         f"`--split-steps {result['split']}`; medians of {repeat} interleaved rounds, fresh output (and WORK, for "
-        "`run`) each time; peak memory of the whole process tree (PSS).",
+        "`run`) each time, not sampled; peak memory of the whole process tree (PSS), sampled every 100 ms in one "
+        "more round (a sample costs ~11 ms of CPU, which a command using both cores would pay). Each command starts "
+        "after a `sync`.",
         "",
         "| command | median s | rounds s | peak MiB |",
         "|---|---:|---|---:|",

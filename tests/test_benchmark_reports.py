@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.report import NOTES_MARK, write_results
-from benchmarks.run import SAMPLE, run_command
+from benchmarks.run import SAMPLE, run_command, sampled_rss
 from datagen.monitor import generate
 from trendconv import formats
 
@@ -84,3 +84,13 @@ def test_the_many_files_load_alone_reads_the_runs_shards(tmp_path):
     name = formats.get("monitor").db_name
     assert (tmp_path / "out_load" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
     assert seconds > 0 and rss_kib > 0
+
+
+def test_timed_runs_are_not_sampled_and_the_peak_memory_comes_from_a_run_of_its_own(tmp_path):
+    """A sample of the process tree costs CPU that a command on both cores would pay: the timed runs go without."""
+    timed = run_command("dump", SAMPLE, tmp_path / "out", 2)
+    seconds = list(timed.seconds)
+    assert timed.rss_kib == [0]
+    sampled_rss({2: timed}, lambda workers: run_command("dump", SAMPLE, tmp_path / "again", workers, sample=True))
+    assert timed.seconds == seconds  # the time is still the timed run's
+    assert timed.rss_kib[0] > 16 * 1024  # the sampled run's: a Python process that imported pyarrow, at least

@@ -299,7 +299,7 @@ def test_given_keys_write_the_pages_that_reading_the_table_writes(tmp_path, twin
 
 
 @pytest.mark.parametrize("twin", TWINS)
-@pytest.mark.parametrize("positions", [(0, 1, 2), (0, 1, 2, 3, 4)])
+@pytest.mark.parametrize("positions", [(0, 1, 2), (0, 1, 2, 3, 4), (0, 1, 1, 3)])
 def test_given_keys_without_every_column_of_the_entries_write_nothing(tmp_path, twin, positions):
     rows = [(0, 1, 2, 3, 4)]
     path = tmp_path / "given.db"

@@ -721,11 +721,13 @@ static int given_keys(PyObject *keys_arg, const Table *table, const Keys *keys, 
     Py_ssize_t columns = ok ? PySequence_Fast_GET_SIZE(positions) : 0;
     ok = ok && columns == table->columns && width >= 1 && width <= 63 && width * columns <= 64 &&
          entries_hold_all(table, keys, count);
+    unsigned seen = 0; /* the columns named so far: each once */
     for (Py_ssize_t i = 0; ok && i < columns; i++) {
         long position = PyLong_AsLong(PySequence_Fast_GET_ITEM(positions, i));
         int at = 0;
         while (at < table->columns && table->position[at] != position) at++;
-        ok = at < table->columns;
+        ok = at < table->columns && !(seen >> at & 1);
+        seen |= 1u << at;
         measured->order[i] = at, measured->width[i] = width;
     }
     measured->columns = measured->entry = (int)columns;
