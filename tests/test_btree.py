@@ -299,13 +299,22 @@ def test_given_keys_write_the_pages_that_reading_the_table_writes(tmp_path, twin
 
 
 @pytest.mark.parametrize("twin", TWINS)
-@pytest.mark.parametrize("positions", [(0, 1, 2), (0, 1, 2, 3, 4), (0, 1, 1, 3)])
-def test_given_keys_without_every_column_of_the_entries_write_nothing(tmp_path, twin, positions):
+@pytest.mark.parametrize(
+    ("positions", "width"),
+    [
+        ((0, 1, 2), 16),  # a column of the entries missing
+        ((0, 1, 2, 3, 4), 16),  # a column no entry has
+        ((0, 1, 1, 3), 16),  # a column twice, another missing
+        ((0, 1, 2, 3), 17),  # 68 bits of key
+        ((0, 1, 2, 3), 0),
+    ],
+)
+def test_given_keys_that_do_not_fit_the_plan_write_nothing(tmp_path, twin, positions, width):
     rows = [(0, 1, 2, 3, 4)]
     path = tmp_path / "given.db"
     root = make_table(path, [row[:4] for row in rows])
     before = path.read_bytes()
-    keys = (positions, 16, key_buffers(packed_keys(rows, positions), 1))
+    keys = (positions, width, key_buffers(packed_keys(rows, positions, width), 1))
     assert written(twin_of(twin), path, root, keys) == (None, before)
 
 

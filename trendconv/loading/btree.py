@@ -71,7 +71,9 @@ def _given_keys(keys, columns, entries):
     """The values at COLUMNS of each key of KEYS (see `write_indexes`), or None where they are not those of every
     entry: the table's pages would then have to be read."""
     positions, width, buffers = keys
-    if sorted(positions) != columns or any(sorted(set(entry)) != columns for entry in entries):
+    if sorted(positions) != columns or any(sorted(entry) != columns for entry in entries):
+        return None
+    if not 1 <= width <= 63 or width * len(positions) > 64:
         return None
     order = [list(positions).index(column) for column in columns]
     rows = []
