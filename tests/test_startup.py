@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import A1_CONSTRUCT, A1_DATA, write_file_set
+from helpers import A1_CONSTRUCT, A1_DATA, ACTV, write_file_set, write_run
 
 from trendconv import __version__
 from trendconv.executors import (
@@ -157,6 +157,49 @@ def test_prestart_looks_at_the_size_of_data(tmp_path):
         return subprocess.run(command, capture_output=True, text=True, env=_without_pool_setting()).stdout
 
     assert [started(small), started(large), started(tmp_path / "missing")] == ["False\n", "True\n", "False\n"]
+
+
+# prestart in a fresh interpreter for the formats named in argv[2:], then the modules its forkserver imports.
+_PRELOADED = """
+import ast, os, re, sys, time
+from trendconv.executors import prestart
+prestart(2, sys.argv[1], sys.argv[2:])
+pid = os.getpid()
+deadline = time.monotonic() + 30  # a child between fork and exec shows an empty command line for a moment
+while time.monotonic() < deadline:
+    children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    lines = [open(f"/proc/{child}/cmdline").read() for child in children]
+    if (line := next((line for line in lines if "forkserver" in line), None)) is not None:
+        break
+    time.sleep(0.01)
+print(ast.literal_eval(re.search(r"main\\(\\d+, \\d+, (\\[[^]]*\\])", line).group(1))[2:])
+"""
+
+
+def test_the_forkserver_imports_the_parsers_of_the_formats_to_parse_only(tmp_path):
+    dump, monitor, both, neither = (tmp_path / name for name in ("dump", "monitor", "both", "neither"))
+    write_file_set(dump / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    write_run(monitor, {"actv_0-0.csv": ACTV})
+    write_file_set(both / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
+    write_run(both, {"actv_0-0.csv": ACTV})
+    neither.mkdir()
+    (neither / "notes.txt").write_text("neither format\n")
+
+    def preloaded(data: Path, *names: str) -> str:
+        command = [sys.executable, "-c", _PRELOADED, str(data), *names]
+        env = {**os.environ, POOL_MIN_BYTES_ENV: "0"}
+        return subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+
+    dump_parser, monitor_parser = "'trendconv.formats.dump.shard'", "'trendconv.formats.monitor.shard'"
+    assert preloaded(dump, "auto") == f"[{dump_parser}]\n"
+    assert preloaded(monitor, "auto") == f"[{monitor_parser}]\n"
+    assert preloaded(both, "monitor") == f"[{monitor_parser}]\n"
+    assert preloaded(both, "auto") == f"[{dump_parser}, {monitor_parser}]\n"
+    assert preloaded(both, "dump", "monitor") == f"[{dump_parser}, {monitor_parser}]\n"
+    # not known (no format found, an unknown name, none named): every format's, and the run reports what is wrong
+    assert preloaded(neither, "auto") == f"[{dump_parser}, {monitor_parser}]\n"
+    assert preloaded(dump, "csv") == f"[{dump_parser}, {monitor_parser}]\n"
+    assert preloaded(dump) == f"[{dump_parser}, {monitor_parser}]\n"
 
 
 def _session_processes(session: int) -> list[str]:

@@ -112,7 +112,7 @@ def parse(
 ) -> ParseSummary:
     """Parse DATA's INPUT_FORMAT data into shards under WORK."""
     if executor is None:
-        prestart(workers, data)
+        prestart(workers, data, [input_format])
     fmt = formats.get(input_format)
     with workdir.locked(work):
         return run_parse(
@@ -250,7 +250,7 @@ def _run_formats(
     """Run each of CHOSEN (KWARGS: `index` and `progress` of `_stage_run`), WORK locked once for all of them."""
     work = work or default_work(out_dir)
     if executor is None:
-        prestart(workers, data)
+        prestart(workers, data, [fmt.name for fmt in chosen])
     with workdir.locked(work):
         stages = [
             (fmt, functools.partial(_stage_run, data, out_dir, options, work, workers, executor, fmt, **kwargs))

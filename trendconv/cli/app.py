@@ -267,7 +267,7 @@ def parse(
 
     Example: trendconv parse ./dump --work ./work --workers 4
     """
-    _prestart(executor, workers, data)
+    _prestart(executor, workers, data, input_format)
     import trendconv
 
     with report.Bars(("parse",), enabled=not quiet) as bars:
@@ -377,7 +377,7 @@ def run(
 
     Example: trendconv run ./dump --db ./out --workers 4 --split-steps 100
     """
-    _prestart(executor, workers, data)
+    _prestart(executor, workers, data, input_format)
     if follow or poll is not None or stop_after_idle is not None:
         if follow and load_workers is not None:
             raise UsageError("--follow writes one database at a time: --load-workers cannot go with it")
@@ -422,10 +422,10 @@ def run(
     )
 
 
-def _prestart(executor: str, workers: int | None, data: Path) -> None:
+def _prestart(executor: str, workers: int | None, data: Path, input_format: str) -> None:
     if executor == "local":
         _without_numpy()
-        prestart(workers, data)
+        prestart(workers, data, [input_format])
 
 
 _own_process = False  # set by `main`: this process is the command's, not a program's that runs the app

@@ -88,17 +88,33 @@ def local_executor(workers: int, planned_bytes: int | None = None) -> Executor:
     return ProcessExecutor(workers) if pool_pays(workers, planned_bytes) else InlineExecutor()
 
 
-def prestart(workers: int | None, data: Path | None = None) -> None:
+def prestart(workers: int | None, data: Path | None = None, names: Iterable[str] = ()) -> None:
     """Start the process pool's forkserver now if a pool is likely: WORKERS above one (or None on a machine of
     several cores) and, when DATA is given, at least `pool_min_bytes()` in it. Its import of the parser, about
     half a second, then runs on another core while this process goes on with its own imports and the scan,
-    rather than between the scan and the first task."""
+    rather than between the scan and the first task. With DATA and the NAMES of the formats to parse (auto among
+    them: those found in DATA), the server imports only their parsers: the first worker forks once they are in."""
     likely = (workers or os.cpu_count() or 1) > 1
     if likely and (data is None or _holds_at_least(data, pool_min_bytes())):
         from trendconv.executors import pool
 
-        pool.start_forkserver()
+        pool.start_forkserver(_parser_modules(data, list(names)))
         fault_point("prestarted")
+
+
+def _parser_modules(data: Path | None, names: list[str]) -> list[str] | None:
+    """The parser modules of the formats NAMES (auto: those found in DATA); None (every format's) where that is
+    not known: the run itself reports what is wrong with DATA or a name."""
+    from trendconv import formats
+    from trendconv.errors import TrendconvError
+
+    if not names or data is None:
+        return None
+    try:
+        chosen = [fmt for name in names for fmt in formats.chosen(Path(data), name)]
+    except TrendconvError:
+        return None
+    return [module for fmt in chosen for module in fmt.parser_modules]
 
 
 def _holds_at_least(data: Path, size: int) -> bool:

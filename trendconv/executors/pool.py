@@ -61,14 +61,15 @@ def _main_hidden():
         sys.modules["__main__"] = main
 
 
-def _forkserver_context() -> multiprocessing.context.BaseContext:
+def _forkserver_context(parsers: list[str] | None = None) -> multiprocessing.context.BaseContext:
     context = _WorkerContext()
     # Workers fork from a server that has imported the parsers once, not each on its own (numpy hidden first).
-    context.set_forkserver_preload(["trendconv.executors.numpyless", "trendconv.parsing", *_parser_modules()])
+    preload = _every_parser() if parsers is None else parsers
+    context.set_forkserver_preload(["trendconv.executors.numpyless", "trendconv.parsing", *preload])
     return context
 
 
-def _parser_modules() -> list[str]:
+def _every_parser() -> list[str]:
     from trendconv.formats import FORMATS
 
     return [module for fmt in FORMATS.values() for module in fmt.parser_modules]
@@ -82,8 +83,10 @@ def start_resource_tracker() -> None:
         multiprocessing.resource_tracker.ensure_running()
 
 
-def start_forkserver() -> multiprocessing.context.BaseContext:
-    context = _forkserver_context()
+def start_forkserver(parsers: list[str] | None = None) -> multiprocessing.context.BaseContext:
+    """The pool's context, its forkserver running. PARSERS: the modules the server imports for its workers (None:
+    every format's); a server already running keeps what it has."""
+    context = _forkserver_context(parsers)
     start_resource_tracker()
     # Started with the signals blocked, which it and every worker forked from it inherit.
     with interrupt.blocked():

@@ -121,7 +121,8 @@ class Format(ABC):
     label_fields: tuple[str, ...]
     label_columns: tuple[str, ...]
     metric_columns: bool
-    # The modules `parse` imports: worker processes import them once, before their first task.
+    # The modules `parse` imports: the pool's forkserver imports those of the formats a run parses, once for all
+    # its workers.
     parser_modules: tuple[str, ...]
     # True: the parse writes the shards of many units into one chunk file (trendconv.shards: a Parquet file per
     # unit costs more than parsing a small one); resume and inspect still go by unit.
