@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import make_data
 
 from trendconv.executors import InlineExecutor, ProcessExecutor, default_workers, local_executor, pool
 
@@ -94,6 +95,23 @@ def test_prestart_starts_the_pool_forkserver_only_when_a_pool_is_likely():
     assert _forkservers_after_prestart(2) == "1\n"
     assert _forkservers_after_prestart(1) == "0\n"
     assert _forkservers_after_prestart(None) == ("1\n" if os.cpu_count() > 1 else "0\n")
+
+
+# A program with a forkserver of its own converts in its process: the forkserver is the program's, and stays.
+_PROGRAMS_FORKSERVER = """
+import multiprocessing.forkserver as forkserver, sys
+from pathlib import Path
+import trendconv
+forkserver.ensure_running()
+before = forkserver._forkserver._forkserver_pid
+trendconv.convert(Path(sys.argv[1]), Path(sys.argv[2]), workers=2)
+print(forkserver._forkserver._forkserver_pid == before is not None)
+"""
+
+
+def test_a_program_that_converts_keeps_its_forkserver(tmp_path):
+    command = [sys.executable, "-c", _PROGRAMS_FORKSERVER, str(make_data(tmp_path)), str(tmp_path / "out")]
+    assert subprocess.run(command, capture_output=True, text=True, check=True).stdout == "True\n"
 
 
 def test_the_command_line_imports_the_library_only_when_a_command_runs():

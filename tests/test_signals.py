@@ -162,6 +162,29 @@ def test_a_signal_stops_run_at_any_moment(tmp_path, previous, moment, signum):
     assert_stopped(command, tmp_path / "out", previous, before)
 
 
+@pytest.mark.parametrize(("split", "kept"), [((), False), (("--split-steps", "1"), True)])
+def test_the_forkserver_goes_when_the_parse_ends_unless_loader_processes_follow(tmp_path, previous, split, kept):
+    # It holds the parsers' imports: gone before the index build, the peak of a run's memory. A split by steps
+    # keeps it for the loader processes that build its databases.
+    before = (previous.read_bytes(), previous.stat().st_ino)
+    command = Command(
+        tmp_path,
+        "run",
+        make_data(tmp_path),
+        "--db",
+        tmp_path / "out",
+        "-j2",
+        "-q",
+        *split,
+        fault="run-between-stages:pause",
+    )
+    assert command.paused() == command.process.pid
+    lines = session_processes(command.session).values()
+    assert sum(FORKSERVER in line for line in lines) == kept
+    command.signal_group(signal.SIGINT)
+    assert_stopped(command, tmp_path / "out", previous, before)
+
+
 def test_a_signal_stops_the_monitor_load(tmp_path):
     data = tmp_path / "data"
     write_run(data, {"actv_0-1.csv": ACTV, "grad_reduced_0-1.csv": GRAD})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trendconv import formats, interrupt, workdir
 from trendconv.errors import DataError, TrendconvError, UsageError, make_directory
-from trendconv.executors import Executor, prestart
+from trendconv.executors import Executor, prestart, release_forkserver
 from trendconv.faults import fault_point
 from trendconv.formats import Format
 from trendconv.jsonfile import read_python_json
@@ -253,7 +253,12 @@ def _run_formats(
         prestart(workers, data, [fmt.name for fmt in chosen])
     with workdir.locked(work):
         stages = [
-            (fmt, functools.partial(_stage_run, data, out_dir, options, work, workers, executor, fmt, **kwargs))
+            (
+                fmt,
+                functools.partial(
+                    _stage_run, data, out_dir, options, work, workers, executor, fmt, last=fmt is chosen[-1], **kwargs
+                ),
+            )
             for fmt in chosen
         ]
         split = kwargs.get("split", UNSPLIT)
@@ -272,9 +277,11 @@ def _stage_run(
     index: bool = True,
     split: Split = UNSPLIT,
     progress: Progress = _SILENT,
+    last: bool = True,
 ) -> tuple[ConvertSummary, OutputSet]:
     """One format's parse and load, its databases complete at their temporary paths (WORK is locked). A streaming
-    format's first database takes each shard, in order, as soon as it is ready (trendconv.loading.stage.Feeder)."""
+    format's first database takes each shard, in order, as soon as it is ready (trendconv.loading.stage.Feeder).
+    LAST: no other format's parse comes after this one."""
     started = time.perf_counter()
     feeder = Feeder(
         fmt, out_dir, split, index=index, on_loaded=lambda shard: progress.loaded(fmt.name), executor=executor
@@ -293,6 +300,8 @@ def _stage_run(
             data, work, options, fmt, workers=workers, executor=executor, on_plan=planned, on_shard=ready
         )
         parse_done = time.perf_counter()
+        if last and split.steps is None:  # no pool to come (but the loaders of a split by size, which start another)
+            release_forkserver()
         fault_point("run-between-stages")
         output = feeder.finish()
     except BaseException:

@@ -20,7 +20,7 @@ from typer.exceptions import TyperException
 from trendconv import __version__, formats, interrupt
 from trendconv.cli import report
 from trendconv.errors import ExitStatus, InternalError, TrendconvError, UsageError, internal_error, require_utf8
-from trendconv.executors import MAX_WORKERS, prestart
+from trendconv.executors import MAX_WORKERS, own_helpers, prestart
 
 app = typer.Typer(
     name="trendconv",
@@ -657,6 +657,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
     global _own_process
     _own_process = True
+    own_helpers()
     app(args=argv, prog_name="trendconv")
 
 

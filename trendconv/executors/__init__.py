@@ -12,8 +12,10 @@ from trendconv.executors.local import (
     alive,
     default_workers,
     local_executor,
+    own_helpers,
     pool_pays,
     prestart,
+    release_forkserver,
     start_resource_tracker,
     stop_helpers,
 )
@@ -28,8 +30,10 @@ __all__ = [
     "alive",
     "default_workers",
     "local_executor",
+    "own_helpers",
     "pool_pays",
     "prestart",
+    "release_forkserver",
     "start_resource_tracker",
     "stop_helpers",
 ]

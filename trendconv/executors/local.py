@@ -159,6 +159,25 @@ def stop_helpers() -> None:
         _stop_tracker(tracker._resource_tracker)
 
 
+_releasing = False  # set by `own_helpers`
+
+
+def own_helpers() -> None:
+    """This process is a trendconv command's own, not a program's that calls the library: `release_forkserver` may
+    stop the pools' forkserver before the command ends."""
+    global _releasing
+    _releasing = True
+
+
+def release_forkserver() -> None:
+    """The command's pools are done: their forkserver, which keeps the parsers' imports (some 35 MiB), goes now
+    rather than at exit, before the index build that is a run's peak of memory. A later pool starts another. In a
+    program that calls the library, the forkserver is the program's too, and stays."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if _releasing and forkserver is not None:
+        _stop_forkserver(forkserver._forkserver)
+
+
 def _stop_forkserver(server) -> None:
     if server._forkserver_pid is not None:
         os.kill(server._forkserver_pid, signal.SIGKILL)  # idle, or still importing, it has nothing to finish
