@@ -104,9 +104,10 @@ def scan_monitor(data: Path, selection: Selection = EVERYTHING) -> MonitorScan:
         raise DataError(
             f"{data}: no monitor data: no run directories (expected names like 'Feb20_16-27-56-rank0-1a2b3c4d')"
         )
-    numbers: dict[int, int] = {}  # one int object per value: the steps of a range repeat in every rank and metric
+    # One object per value: the steps of a range repeat in every rank and metric, a file name in every rank.
+    shared: dict[int | str, int | str] = {}
     for run in _newest_per_rank(data, runs, result):
-        result.files.extend(_csv_files(data, run, result, selection, numbers))
+        result.files.extend(_csv_files(data, run, result, selection, shared))
     _warn_partly(result, selection)
     if not result.files:
         raise DataError(_nothing_found(data, selection), warnings=result.warnings)
@@ -166,10 +167,11 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
 
 
 def _csv_files(
-    data: Path, run: RunDir, result: MonitorScan, selection: Selection, numbers: dict[int, int]
+    data: Path, run: RunDir, result: MonitorScan, selection: Selection, shared: dict[int | str, int | str]
 ) -> list[CsvFile]:
     """The run's accepted files. Per file only text is handled (a run may hold 100,000 files): its Path is made
-    when something asks for it, and its numbers are those of NUMBERS (an int above 256 is an object of 32 bytes)."""
+    when something asks for it, and its numbers and name are those of SHARED, where another rank's file has them
+    (an int above 256 is an object of 32 bytes, a name some 70)."""
     files = []
     run_path = data / run.name
     for name in list_dir(run_path):
@@ -183,7 +185,7 @@ def _csv_files(
         if not name.isascii():  # the run directory's name was checked
             require_utf8(run_path / name)
         metric, first, last = named
-        first, last, size = (numbers.setdefault(number, number) for number in (first, last, size))
+        name, first, last, size = (shared.setdefault(value, value) for value in (name, first, last, size))
         csv_file = CsvFile(run.rank, run.name, name, metric, data, size, first, last)
         if selection.step_range(first, last):
             files.append(csv_file)
