@@ -185,28 +185,6 @@ def test_the_forkserver_goes_when_the_parse_ends_unless_loader_processes_follow(
     assert_stopped(command, tmp_path / "out", previous, before)
 
 
-def test_a_signal_stops_a_split_run_in_its_second_database(tmp_path, previous):
-    # The pause is in the third shard's load: the second database's, by this process while the parse runs or by a
-    # loader process after it. Either way every database of the split goes, and the previous output stays.
-    before = (previous.read_bytes(), previous.stat().st_ino)
-    command = Command(
-        tmp_path,
-        "run",
-        make_data(tmp_path),
-        "--db",
-        tmp_path / "out",
-        "-j2",
-        "-q",
-        "--split-steps",
-        "1",
-        fault="load-shard@3:pause",
-    )
-    command.paused()
-    command.signal_group(signal.SIGINT)
-    assert_stopped(command, tmp_path / "out", previous, before)
-    assert sorted(path.name for path in (tmp_path / "out").glob("*.trend.db")) == ["dump_data.trend.db"]
-
-
 def test_a_signal_stops_the_monitor_load(tmp_path):
     data = tmp_path / "data"
     write_run(data, {"actv_0-1.csv": ACTV, "grad_reduced_0-1.csv": GRAD})

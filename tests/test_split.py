@@ -15,7 +15,6 @@ from reference import run_msprobe
 import trendconv
 from datagen.dump import generate
 from datagen.monitor import generate as generate_monitor
-from trendconv.loading import stage
 from trendconv.loading.split import parse_size
 
 TREND = """
@@ -101,47 +100,18 @@ def uneven_data(tmp_path_factory) -> Path:
 UNEVEN_PARTS = ["dump_data.steps-000000-000002.trend.db", "dump_data.steps-000003-000005.trend.db"]
 
 
-@pytest.mark.parametrize(("waiting", "by_loaders"), [(0.0, []), (2.0, UNEVEN_PARTS[1:])])
-def test_databases_loaded_while_parsing_are_those_the_loaders_build(
-    uneven_data, tmp_path, monkeypatch, waiting, by_loaders
-):
-    # `run` loads a split's databases in its own process while the parse runs as long as it keeps up with the
-    # workers (WAITING: 0 always does, 2 never after the first); the loader processes build the rest afterwards.
-    built = []
-    real_build = stage._build
-    monkeypatch.setattr(stage, "WAITING", waiting)
-    monkeypatch.setattr(
-        stage,
-        "_build",
-        lambda fmt, parts, *rest: built.extend(part.name for part in parts) or real_build(fmt, parts, *rest),
-    )
+def test_uneven_micro_steps_continue_across_the_databases_of_run_and_of_load(uneven_data, tmp_path):
+    # `run` loads the first database while parsing and a loader process the second; `load` builds both in loader
+    # processes: the same bytes, the unsplit rows, and global steps that go on where the step before ends.
     whole = trendconv.convert(uneven_data, tmp_path / "whole", workers=1)[0].load.db
-    # Three steps a database: the second starts before the shards of its last step are in.
     summary = trendconv.convert(uneven_data, tmp_path / "run", workers=2, split_steps=3)[0]
-    assert built == by_loaders
     assert [part.db.name for part in summary.load.parts] == databases(tmp_path / "run") == UNEVEN_PARTS
-    # The same bytes as every database built by the loaders from the same shards, and the unsplit rows.
-    built.clear()
     trendconv.load(tmp_path / "run" / ".trendconv", tmp_path / "load", split_steps=3, load_workers=2)
-    assert built == UNEVEN_PARTS
     for name in UNEVEN_PARTS:
         assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "load" / name).read_bytes()
     assert union([tmp_path / "run" / name for name in UNEVEN_PARTS]) == sorted(by_name(whole))
-    firsts = [query(tmp_path / "run" / name, "SELECT min_step, max_step FROM global_stats")[0] for name in UNEVEN_PARTS]
-    assert firsts == [(0, 9), (10, 19)]  # 3 + 4 + 3 micro steps, then 3 + 4 + 3
-    assert sorted(path.name for path in (tmp_path / "run").iterdir() if path.name.endswith(".tmp")) == []
-
-
-def test_what_a_killed_split_run_was_loading_is_removed_by_the_next(dump_data, tmp_path):
-    # A database loaded while parsing is built under the unsplit name and its number until the split is named:
-    # the next build of that name removes it once its process is gone (pid 999999 is).
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / ".dump_data.trend.db.2.999999.tmp").write_bytes(b"half a database")
-    trendconv.convert(dump_data, out, workers=1, split_steps=2)
-    assert sorted(path.name for path in out.iterdir() if path.name.startswith(".dump")) == [
-        ".dump_data.trend.db.files.json"
-    ]
+    steps = [query(tmp_path / "run" / name, "SELECT min_step, max_step FROM global_stats")[0] for name in UNEVEN_PARTS]
+    assert steps == [(0, 9), (10, 19)]  # 3 + 4 + 3 micro steps, then 3 + 4 + 3
 
 
 def test_micro_step_global_steps_continue_across_the_databases(dump_data, tmp_path):
@@ -372,7 +342,7 @@ def test_the_summary_lists_each_database(dump_data, tmp_path):
     assert [line.split(":")[0] for line in lines[1:4]] == [f"  {name}" for name in STEP_PARTS]
     assert lines[1].startswith(f"  {STEP_PARTS[0]}: {sizes[0]} bytes, 4 shards, rows ")
     assert "(each database has its own)" in lines[5]
-    assert "load" in lines[-1] and "(3 databases, overlapping parse)" in lines[-1]
+    assert "load" in lines[-1] and "(3 databases at once)" in lines[-1]
 
 
 def test_no_temporary_file_or_record_is_left_by_a_split_but_its_own(dump_data, tmp_path):

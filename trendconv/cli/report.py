@@ -169,10 +169,9 @@ def print_load_summary(summary) -> None:
 
 
 def _load_timing(summary) -> str:
-    streams = formats.get(summary.format).streams
-    if summary.load.parts:  # a streaming format's are loaded while parsing, the rest by the loaders at once after
-        return f"{len(summary.load.parts)} databases" + (", overlapping parse" if streams else " at once")
-    return "overlapping parse" if streams else "after parse"
+    if summary.load.parts:
+        return f"{len(summary.load.parts)} databases at once"
+    return "overlapping parse" if formats.get(summary.format).streams else "after parse"
 
 
 def print_run_summary(summary) -> None:

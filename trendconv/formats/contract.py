@@ -246,9 +246,7 @@ class Format(ABC):
     @abstractmethod
     def builder(self, out_dir: Path, *, index: bool, name: str | None = None, carry: Any = None) -> Builder:
         """A builder of OUT_DIR/NAME (by default `db_name`); INDEX: build the read indexes. CARRY: `carry` of every
-        shard of the run when the database holds only some of them (one of a split), else None. A streaming
-        format's database that `run` loads while the parse runs gets the carry of the shards so far, which
-        reach into its first group only: its builder goes on from there, as the unsplit one does."""
+        shard of the run when the database holds only some of them (one of a split), else None."""
 
     def appender(self, final: Path) -> Appender:
         """An appender to the database FINAL, which a builder of this format made (`trendconv run --follow`)."""

@@ -92,24 +92,15 @@ def _build(fmt, parts: list[Part], shard_list, out_dir, split, index, on_shard, 
     return build_parts(jobs, workers=workers, executor=executor, on_part=built)
 
 
-# A database of a split is loaded in this process while the parse runs if this process waited for shards at least
-# this share of the time since the first came: it then keeps up with the workers (one or two of them: loading a
-# shard costs about two-thirds of parsing it), and the parse loses nothing. Otherwise the loading would hold the
-# parse back (many workers, or shards reused by a resumed run), and the later databases wait for the loader
-# processes. Either way the databases are the same, byte for byte.
-WAITING = 0.1
-
-
 class Feeder:
     """Feeds the load stage the shards of a running parse, which come ready in any order, in processing order.
 
     A streaming format's shards go to a builder in this process as soon as they and all before them are ready,
-    one group (`Format.meta_steps`) at a time, since the split decides by whole groups: `run` loads as it parses.
-    When a split starts another database, the one before is completed, and the next one is loaded here too while
-    this process keeps up with the parse (`WAITING`); once it does not, the rest wait for the end of the parse, to
-    be built at the same time by the loader processes. For a format that needs every shard's meta first,
-    everything waits for the end of the parse. `seconds`: the time spent loading in this process before the end of
-    the parse."""
+    one group (`Format.meta_steps`) at a time, since the split decides by whole groups: while the output is one
+    database, `run` loads as it parses. Once a split starts a second database, that first one is completed, and the
+    rest wait for the end of the parse, to be built at the same time by the loader processes. With `--split-steps`,
+    or for a format that needs every shard's meta first, everything waits for the end of the parse.
+    `seconds`: the time spent loading in this process before the end of the parse."""
 
     def __init__(self, fmt: Format, out_dir: Path, split: Split, *, index: bool, on_loaded, executor=None):
         self.fmt, self.out_dir, self.split, self.index = fmt, out_dir, split, index
@@ -119,22 +110,18 @@ class Feeder:
         self.ready: dict[int, Packed] = {}
         self.next = 0
         self.seconds = 0.0
-        self.first: float | None = None  # when the first shard came
         self.done = ShardList()  # every shard, in processing order, as it was taken (trendconv.loading.records)
         self.census = Census()  # of `done`
         self.partitioner = Partitioner(fmt, split)
         self.group: tuple[tuple[int, int], list[shards.Shard]] | None = None
-        self.streaming = fmt.streams
-        self.loaded: list[Builder] = []  # the databases completed in this process, in order
-        self.builder: Builder | None = None  # the database being loaded while parsing
+        self.streaming = fmt.streams and split.steps is None
+        self.builder: Builder | None = None  # the first database, loaded while parsing
 
     def plan(self, tasks) -> None:
         """TASKS: the parse tasks (trendconv.parsing.Tasks, in processing order), each of which will be ready once."""
         self.count = len(tasks)
 
     def shard_ready(self, task, meta: dict) -> None:
-        if self.first is None:
-            self.first = time.perf_counter()
         shard = shards.Shard(task.shard_file, meta)
         # The next in order is taken at once (a chunk's units come in order); the others wait packed.
         self.ready[task.position] = shard if self._next_is(task.position) else packed(shard)
@@ -146,14 +133,14 @@ class Feeder:
         return position == self.next < self.count
 
     def abort(self) -> None:
-        for builder in [*self.loaded, *filter(None, [self.builder])]:
-            builder.abort()
+        if self.builder is not None:
+            self.builder.abort()
 
     def finish(self) -> OutputSet:
         """Take the rest, and complete every database at its temporary path."""
         self._take()
         self._close_group()
-        if not self.fmt.streams or not (self.loaded or self.builder):
+        if not self.fmt.streams or self.builder is None:
             return stage_output(
                 self.fmt,
                 self.done,
@@ -164,22 +151,21 @@ class Feeder:
                 executor=self.executor,
                 census=self.census,
             )
-        if self.builder is not None:
-            self._seal()
         parts = self.partitioner.named()
-        for builder, part in zip(self.loaded, parts):
-            builder.final = self.out_dir / part.name
-        rest = parts[len(self.loaded) :]
-        if not rest:
-            return OutputSet(self.fmt, self.out_dir, self.split, self.loaded)
+        if self.streaming:
+            self._seal_first()
+        first = self.builder
+        first.final = self.out_dir / parts[0].name
+        if len(parts) == 1:
+            return OutputSet(self.fmt, self.out_dir, self.split, [first])
         try:
-            built = _build(
-                self.fmt, rest, self.done, self.out_dir, self.split, self.index, self.on_loaded, self.executor
+            rest = _build(
+                self.fmt, parts[1:], self.done, self.out_dir, self.split, self.index, self.on_loaded, self.executor
             )
         except BaseException:
-            self.abort()
+            first.abort()
             raise
-        return OutputSet(self.fmt, self.out_dir, self.split, [*self.loaded, *built])
+        return OutputSet(self.fmt, self.out_dir, self.split, [first, *rest])
 
     def _take(self) -> None:
         started = time.perf_counter()
@@ -201,7 +187,7 @@ class Feeder:
         self.group[1].append(shard)
 
     def _close_group(self) -> None:
-        """A whole group is ready: it goes to the database being loaded here, else it waits."""
+        """A whole group is ready: it goes to the first database while the output is one, else it waits."""
         if self.group is None:
             return
         steps, members = self.group
@@ -209,38 +195,20 @@ class Feeder:
         starts = self.partitioner.add(steps, members)
         if not self.streaming:
             return
-        if starts and self.builder is not None:  # another database: the one before is complete, indexed meanwhile
-            self._seal()
-            self.streaming = self._keeps_up()
-            if not self.streaming:
-                return
+        if starts and self.builder is not None:  # a second database: the first is complete, indexed meanwhile
+            self.streaming = False
+            self._seal_first()
+            return
         if self.builder is None:
-            self.builder = self._next_builder()
+            self.builder = self.fmt.builder(self.out_dir, index=self.index, name=db_stem(self.fmt, self.split))
         add_shards(self.builder, members, self.on_loaded)
 
-    def _keeps_up(self) -> bool:
-        """Whether this process waited for shards `WAITING` of the time since the first came, or more."""
-        elapsed = time.perf_counter() - self.first
-        return elapsed - self.seconds >= WAITING * elapsed
-
-    def _next_builder(self) -> Builder:
-        """The builder of the next database loaded here. Its name is decided with the others' (`finish`); until then
-        a later one is named after the unsplit database, whose builds remove its temporary file if it is killed.
-        A later one's global steps go on from the shards before it (`Format.carry` of those so far)."""
-        stem = db_stem(self.fmt, self.split)
-        if not self.loaded:
-            return self.fmt.builder(self.out_dir, index=self.index, name=stem)
-        carry = self.fmt.carry(Metas(self.done))
-        return self.fmt.builder(self.out_dir, index=self.index, name=f"{stem}.{len(self.loaded)}", carry=carry)
-
-    def _seal(self) -> None:
-        """The database being loaded here is complete (its name is decided with the others'). Its time counts as
-        that of the `_take` it is sealed in, or as the load's after the parse (`finish`)."""
-        builder, self.builder = self.builder, None
+    def _seal_first(self) -> None:
+        """The first database, loaded while parsing, is complete (its name is decided with the others'). Its time
+        counts as that of the `_take` it is sealed in, or as the load's after the parse (`finish`): not twice."""
         try:
-            builder.seal()
+            self.builder.seal()
         except BaseException:
-            builder.abort()
+            self.builder.abort()
             raise
-        _checked(builder, self.split)
-        self.loaded.append(builder)
+        _checked(self.builder, self.split)

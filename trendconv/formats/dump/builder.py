@@ -126,8 +126,8 @@ class DumpBuilder:
         if self._step is not None and step < self._step:
             raise DataError(f"shards out of order: step {step} after step {self._step}")
         self._offset += self._step_micro_steps or 0
-        if self._carry is not None:  # a step after those the carry knows: counted on from them
-            self._offset = self._carry.get(step, self._offset)
+        if self._carry is not None:
+            self._offset = self._carry[step]
         if self._start is None:
             self._start = self._offset
         self._step, self._step_micro_steps = step, None
