@@ -3,8 +3,8 @@
 A format puts each shard in a *group* (`Format.meta_steps`: a dump step directory, the files of one step range of
 monitor data); a database holds whole groups, one after another in step order. The division is decided from the
 shards' footers alone (their row counts), so that it is the same on every run of the same shards: a database
-takes groups while `--split-steps` allows more and its estimated size (rows × `Format.row_bytes`) stays within
-`--max-db-size`.
+takes groups while `--split-steps` allows more and its estimated size (`TABLES_BYTES` + rows × `Format.row_bytes`)
+stays within `--max-db-size`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from trendconv.shards import Shard
 
 DB_SUFFIX = ".trend.db"
 STEP_DIGITS = 6  # the least width of the step numbers in a split database's name, so that names sort in step order
+# What a database takes whatever its rows: a database of a few rows, of either format, is 19 pages of 4 KiB (one
+# for each table and index, three for sqlite_stat4's samples); what more rows add is within `Format.row_bytes`
+# a row, which is twice what they take. Without it, a --max-db-size below ~76 KiB gave databases above it.
+TABLES_BYTES = 19 * 4096
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(iB|B|)", re.IGNORECASE)
 
@@ -75,6 +79,11 @@ def db_stem(fmt: Format, split: Split) -> str:
     return f"{split.name}.{fmt.db_name}" if split.name else fmt.db_name
 
 
+def estimate(fmt: Format, rows: int) -> int:
+    """The most bytes a database of FMT with ROWS trend rows takes, as the split decides it."""
+    return TABLES_BYTES + rows * fmt.row_bytes
+
+
 class Partitioner:
     """Decides, group after group in step order, where a database ends. `add` takes one group's shards and says
     whether a new database starts with it."""
@@ -100,15 +109,14 @@ class Partitioner:
     def _room(self, part: Part, rows: int) -> bool:
         if self.split.steps is not None and part.groups >= self.split.steps:
             return False
-        return (part.rows + rows) * self.fmt.row_bytes <= self.split.max_size
+        return estimate(self.fmt, part.rows + rows) <= self.split.max_size
 
     def _check_fits(self, steps: tuple[int, int], rows: int) -> None:
-        estimate = rows * self.fmt.row_bytes
-        if estimate > self.split.max_size:
+        if estimate(self.fmt, rows) > self.split.max_size:
             raise DataError(
-                f"the {self.fmt.group_noun} of {_steps_text(steps)}: {plural(rows, 'row')}, up to {estimate} bytes "
-                "in a database "
-                f"({self.fmt.row_bytes} bytes a row at most), more than the {self.split.max_size} bytes of "
+                f"the {self.fmt.group_noun} of {_steps_text(steps)}: {plural(rows, 'row')}, up to "
+                f"{estimate(self.fmt, rows)} bytes in a database ({self.fmt.row_bytes} bytes a row at most, and "
+                f"{TABLES_BYTES} for its tables), more than the {self.split.max_size} bytes of "
                 f"--max-db-size, and a {self.fmt.group_noun} is never divided; raise --max-db-size (the Trend "
                 f"Analyzer opens files up to {PLUGIN_SIZE_LIMIT} bytes)"
             )
@@ -166,7 +174,7 @@ def _one_part(fmt: Format, shard_list: list[Shard], split: Split, census: Census
         census = Census()
         for meta in metas_of(shard_list):
             census.add(fmt, meta)
-    if census.rows * fmt.row_bytes > split.max_size:
+    if estimate(fmt, census.rows) > split.max_size:
         return None
     steps = census.steps
     first, last = (min(steps)[0], max(last for _, last in steps)) if steps else (0, 0)
