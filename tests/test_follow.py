@@ -636,9 +636,10 @@ def test_a_late_rank_into_a_closed_file_rebuilds_it_in_place(tmp_path, dump_five
 
 
 def test_max_db_size_closes_a_file_and_a_late_rank_regroups_the_files(tmp_path, dump_five):
-    """Each step of 2 ranks is 2,654 rows, 424,640 bytes at the split's 160 a row: 700,000 bytes hold a step and
-    a half. Step 1's late rank makes it whole, and the files regroup as the batch split groups them."""
-    data, out, follower = following(tmp_path, "--max-db-size", "700000")
+    """Each step of 2 ranks is 2,654 rows, 424,640 bytes at the split's 160 a row, and a database's tables take
+    77,824: 777,824 bytes hold a step and a half. Step 1's late rank makes it whole, and the files regroup as the
+    batch split groups them."""
+    data, out, follower = following(tmp_path, "--max-db-size", "777824")
     write_step(dump_five, data, 0)
     wait_for(lambda: mark(out / "dump_data.trend.db") == 1, follower)
     write_rank(dump_five, data, 1, 0)
@@ -659,7 +660,7 @@ def test_max_db_size_closes_a_file_and_a_late_rank_regroups_the_files(tmp_path, 
         f"database of the split), {rows(out / three[0]):,} rows (batch 4)",
         f"{out / three[1]}: made from 2 file sets, {rows(out / three[1]):,} rows (batch 5)",
     ]
-    same_as_batch_of(dump_five, (0, 1, 2), out, tmp_path, "--max-db-size", "700000")
+    same_as_batch_of(dump_five, (0, 1, 2), out, tmp_path, "--max-db-size", "777824")
 
 
 def test_a_lower_step_that_comes_late_regroups_the_split(tmp_path, dump_five):
