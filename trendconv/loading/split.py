@@ -22,7 +22,8 @@ DB_SUFFIX = ".trend.db"
 STEP_DIGITS = 6  # the least width of the step numbers in a split database's name, so that names sort in step order
 # What a database takes whatever its rows: a database of a few rows, of either format, is 19 pages of 4 KiB (one
 # for each table and index, three for sqlite_stat4's samples); what more rows add is within `Format.row_bytes`
-# a row, which is twice what they take. Without it, a --max-db-size below ~76 KiB gave databases above it.
+# a row, twice or more what they take (72 bytes a dump row at 32 x 4 x 16, 89 a monitor row at 4 x 50 x 8).
+# Without it, a --max-db-size below ~76 KiB gave databases above it.
 TABLES_BYTES = 19 * 4096
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(iB|B|)", re.IGNORECASE)
