@@ -20,7 +20,7 @@ from typer.exceptions import TyperException
 from trendconv import __version__, formats, interrupt
 from trendconv.cli import report
 from trendconv.errors import ExitStatus, InternalError, TrendconvError, UsageError, internal_error, require_utf8
-from trendconv.executors import MAX_WORKERS, own_helpers, prestart
+from trendconv.executors import MAX_WORKERS, as_command, is_command, prestart
 
 app = typer.Typer(
     name="trendconv",
@@ -428,12 +428,10 @@ def _prestart(executor: str, workers: int | None, data: Path, input_format: str)
         prestart(workers, data, [input_format])
 
 
-_own_process = False  # set by `main`: this process is the command's, not a program's that runs the app
-
-
 def _without_numpy() -> None:
-    """Before the library is imported: see trendconv.executors.numpyless."""
-    if _own_process:
+    """Before the library is imported, in the command's own process (`main`), not a program's that runs the app:
+    see trendconv.executors.numpyless."""
+    if is_command():
         import trendconv.executors.numpyless  # noqa: F401
 
 
@@ -655,9 +653,7 @@ def data2db(
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
-    global _own_process
-    _own_process = True
-    own_helpers()
+    as_command()
     app(args=argv, prog_name="trendconv")
 
 

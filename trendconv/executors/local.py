@@ -98,23 +98,22 @@ def prestart(workers: int | None, data: Path | None = None, names: Iterable[str]
     if likely and (data is None or _holds_at_least(data, pool_min_bytes())):
         from trendconv.executors import pool
 
-        pool.start_forkserver(_parser_modules(data, list(names)))
+        pool.start_forkserver(_formats_to_parse(data, list(names)))
         fault_point("prestarted")
 
 
-def _parser_modules(data: Path | None, names: list[str]) -> list[str] | None:
-    """The parser modules of the formats NAMES (auto: those found in DATA); None (every format's) where that is
-    not known: the run itself reports what is wrong with DATA or a name."""
+def _formats_to_parse(data: Path | None, names: list[str]) -> list | None:
+    """The formats NAMES (auto: those found in DATA); None (every format) where that is not known: the run itself
+    reports what is wrong with DATA or a name."""
     from trendconv import formats
     from trendconv.errors import TrendconvError
 
     if not names or data is None:
         return None
     try:
-        chosen = [fmt for name in names for fmt in formats.chosen(Path(data), name)]
+        return [fmt for name in names for fmt in formats.chosen(Path(data), name)]
     except TrendconvError:
         return None
-    return [module for fmt in chosen for module in fmt.parser_modules]
 
 
 def _holds_at_least(data: Path, size: int) -> bool:
@@ -159,14 +158,19 @@ def stop_helpers() -> None:
         _stop_tracker(tracker._resource_tracker)
 
 
-_releasing = False  # set by `own_helpers`
+_command = False  # set by `as_command`
 
 
-def own_helpers() -> None:
-    """This process is a trendconv command's own, not a program's that calls the library: `release_forkserver` may
-    stop the pools' forkserver before the command ends."""
-    global _releasing
-    _releasing = True
+def as_command() -> None:
+    """This process is a trendconv command's own, not a program's that calls the library: numpy may be hidden from
+    it (trendconv.executors.numpyless), and `release_forkserver` may stop the pools' forkserver early."""
+    global _command
+    _command = True
+
+
+def is_command() -> bool:
+    """Whether `as_command` was said of this process."""
+    return _command
 
 
 def release_forkserver() -> None:
@@ -174,7 +178,7 @@ def release_forkserver() -> None:
     rather than at exit, before the index build that is a run's peak of memory. A later pool starts another. In a
     program that calls the library, the forkserver is the program's too, and stays."""
     forkserver = sys.modules.get("multiprocessing.forkserver")
-    if _releasing and forkserver is not None:
+    if _command and forkserver is not None:
         _stop_forkserver(forkserver._forkserver)
 
 

@@ -61,18 +61,16 @@ def _main_hidden():
         sys.modules["__main__"] = main
 
 
-def _forkserver_context(parsers: list[str] | None = None) -> multiprocessing.context.BaseContext:
+def _forkserver_context(parsed: list | None = None) -> multiprocessing.context.BaseContext:
     context = _WorkerContext()
     # Workers fork from a server that has imported the parsers once, not each on its own (numpy hidden first).
-    preload = _every_parser() if parsers is None else parsers
-    context.set_forkserver_preload(["trendconv.executors.numpyless", "trendconv.parsing", *preload])
+    if parsed is None:
+        from trendconv.formats import FORMATS
+
+        parsed = list(FORMATS.values())
+    parsers = [module for fmt in parsed for module in fmt.parser_modules]
+    context.set_forkserver_preload(["trendconv.executors.numpyless", "trendconv.parsing", *parsers])
     return context
-
-
-def _every_parser() -> list[str]:
-    from trendconv.formats import FORMATS
-
-    return [module for fmt in FORMATS.values() for module in fmt.parser_modules]
 
 
 def start_resource_tracker() -> None:
@@ -83,10 +81,10 @@ def start_resource_tracker() -> None:
         multiprocessing.resource_tracker.ensure_running()
 
 
-def start_forkserver(parsers: list[str] | None = None) -> multiprocessing.context.BaseContext:
-    """The pool's context, its forkserver running. PARSERS: the modules the server imports for its workers (None:
-    every format's); a server already running keeps what it has."""
-    context = _forkserver_context(parsers)
+def start_forkserver(parsed: list | None = None) -> multiprocessing.context.BaseContext:
+    """The pool's context, its forkserver running, which imports the parsers of the formats PARSED (None: every
+    format's) for its workers; a server already running keeps what it has."""
+    context = _forkserver_context(parsed)
     start_resource_tracker()
     # Started with the signals blocked, which it and every worker forked from it inherit.
     with interrupt.blocked():

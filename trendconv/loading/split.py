@@ -113,10 +113,11 @@ class Partitioner:
         return estimate(self.fmt, part.rows + rows) <= self.split.max_size
 
     def _check_fits(self, steps: tuple[int, int], rows: int) -> None:
-        if estimate(self.fmt, rows) > self.split.max_size:
+        most = estimate(self.fmt, rows)
+        if most > self.split.max_size:
             raise DataError(
                 f"the {self.fmt.group_noun} of {_steps_text(steps)}: {plural(rows, 'row')}, up to "
-                f"{estimate(self.fmt, rows)} bytes in a database ({self.fmt.row_bytes} bytes a row at most, and "
+                f"{most} bytes in a database ({self.fmt.row_bytes} bytes a row at most, and "
                 f"{TABLES_BYTES} for its tables), more than the {self.split.max_size} bytes of "
                 f"--max-db-size, and a {self.fmt.group_noun} is never divided; raise --max-db-size (the Trend "
                 f"Analyzer opens files up to {PLUGIN_SIZE_LIMIT} bytes)"
