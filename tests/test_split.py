@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import types
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from reference import run_msprobe
 import trendconv
 from datagen.dump import generate
 from datagen.monitor import generate as generate_monitor
+from trendconv.loading import stage
 from trendconv.loading.split import parse_size
 
 TREND = """
@@ -207,6 +209,30 @@ def test_every_database_has_its_tables_whatever_its_rows(tmp_path):
     names = databases(tmp_path / "out")
     assert names == ["dump_data.steps-000000-000001.trend.db", "dump_data.steps-000002-000002.trend.db"]
     assert [(tmp_path / "out" / name).stat().st_size for name in names] == [77824, 77824]
+
+
+def test_a_split_runs_load_time_counts_each_seal_once(tmp_path, monkeypatch):
+    # A clock that moves only while a database is sealed, by 100 s a seal: the first database of a split by size
+    # is sealed while parsing, the second after it; the load took the 200 s of the whole run, not 300.
+    from trendconv import api
+    from trendconv.formats.dump.builder import DumpBuilder
+
+    clock = types.SimpleNamespace(now=1000.0)
+    fake_time = types.SimpleNamespace(perf_counter=lambda: clock.now)
+    monkeypatch.setattr(api, "time", fake_time)
+    monkeypatch.setattr(stage, "time", fake_time)
+    seal = DumpBuilder.seal
+
+    def slow_seal(builder):
+        clock.now += 100.0
+        seal(builder)
+
+    monkeypatch.setattr(DumpBuilder, "seal", slow_seal)
+    data = tmp_path / "data"
+    generate(data, steps=3, ranks=1, layers=1, seed=2, tiny=True)
+    summary = trendconv.convert(data, tmp_path / "out", workers=1, max_db_size="85K")[0]
+    assert len(summary.load.parts) == 2
+    assert (summary.seconds["load"], summary.seconds["total"]) == (200.0, 200.0)
 
 
 def shard_rows_of_step(work: Path, step: int) -> int:
