@@ -363,9 +363,10 @@ def test_rank_strings_with_leading_zeros_are_separate_runs_of_one_rank(tmp_path)
     assert summary.load.duplicates == 1
 
 
-def test_the_scan_keeps_one_int_per_number_of_its_files(tmp_path):
-    """A run of 100,000 files repeats each step range in every rank and metric: the scan's units share their
-    number objects (steps and sizes; an int above 256 is 32 bytes of its own)."""
+def test_the_scan_keeps_one_int_per_number_and_one_string_per_name_of_its_files(tmp_path):
+    """A run of 100,000 files repeats each step range in every rank and metric, and each file name in every rank:
+    the scan's units share their number objects (steps and sizes; an int above 256 is 32 bytes of its own) and
+    their names."""
     data = tmp_path / "data"
     text = "vpp_stage,name,step,norm\n0,w,1000,1\n"
     for rank in (0, 1):
@@ -373,6 +374,8 @@ def test_the_scan_keeps_one_int_per_number_of_its_files(tmp_path):
     files = scan_monitor(data).files
     assert [(csv_file.first, csv_file.last, csv_file.size) for csv_file in files] == [(1000, 1999, len(text))] * 4
     assert len({id(number) for csv_file in files for number in (csv_file.first, csv_file.last, csv_file.size)}) == 3
+    assert sorted(csv_file.name for csv_file in files) == ["actv_1000-1999.csv"] * 2 + ["actv_grad_1000-1999.csv"] * 2
+    assert len({id(csv_file.name) for csv_file in files}) == 2
 
 
 def test_a_29_february_run_is_a_date_and_a_bad_time_tag_an_error(tmp_path):
