@@ -39,7 +39,8 @@ def make_table(path: Path, rows, *, page_size: int = 512, reserved: int = 0, vac
 
 
 def index_with_pages(path: Path, root: int) -> dict[str, int] | None:
-    roots = indexes.write_pages(path, root)
+    written = indexes.write_pages(path, root)
+    roots = None if written is None else written[0]
     if roots is not None:
         with _reopened(path) as conn:
             indexes.name_pages(conn, roots)
@@ -272,6 +273,54 @@ TWINS = ["python", pytest.param("native", marks=pytest.mark.c_parts)]
 
 def twin_of(name: str):
     return btree.write_indexes if name == "python" else NATIVE.write_indexes
+
+
+def stat1_by_sqlite(path: Path, rows) -> list[tuple]:
+    """trend_data's sqlite_stat1 rows as ANALYZE writes them for ROWS, with SQLite's own indexes, in a new database
+    at PATH."""
+    make_table(path, rows)
+    conn = sqlite3.connect(path)
+    for name, columns in schema.TREND_INDEXES.items():
+        conn.execute(schema.index_sql(name, "trend_data", columns))
+    conn.execute("ANALYZE")
+    analyzed = conn.execute("SELECT tbl, idx, stat FROM sqlite_stat1 WHERE tbl = 'trend_data' ORDER BY idx").fetchall()
+    conn.close()
+    return analyzed
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@pytest.mark.parametrize(("count", "seed"), [(1, 13), (700, 14), (5000, 15)])
+def test_the_counted_statistics_are_those_analyze_writes(tmp_path, monkeypatch, twin, count, seed):
+    """The prefix counts taken of the sorted keys give the sqlite_stat1 rows of ANALYZE over the table and SQLite's
+    indexes; steps of every integer size, and ranks and targets spread so that each prefix differs."""
+    monkeypatch.setattr(indexes, "write_indexes", twin_of(twin))
+    rows = {(rank % 7, step % 97, target % 13, metric % 3) for rank, step, target, metric in random_rows(count, seed)}
+    rows |= {(1, bound, 2, 1) for bound in BOUNDS}
+    path = tmp_path / "pages.db"
+    _, counted = indexes.write_pages(path, make_table(path, rows), count=True)
+    assert sorted(counted, key=lambda row: row[1]) == stat1_by_sqlite(tmp_path / "sqlite.db", rows)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_without_count_the_pages_are_the_same_and_nothing_is_counted(tmp_path, monkeypatch, twin):
+    monkeypatch.setattr(indexes, "write_indexes", twin_of(twin))
+    rows = random_rows(500, 16)
+    paths = [tmp_path / "counted.db", tmp_path / "not.db"]
+    roots = [make_table(path, rows) for path in paths]
+    counted, not_counted = (
+        indexes.write_pages(path, root, count=count) for path, root, count in zip(paths, roots, (True, False))
+    )
+    assert not_counted == (counted[0], None)
+    assert counted[1] is not None
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_an_empty_table_is_left_to_analyze(tmp_path, monkeypatch, twin):
+    monkeypatch.setattr(indexes, "write_indexes", twin_of(twin))
+    path = tmp_path / "empty.db"
+    written = indexes.write_pages(path, make_table(path, []), count=True)
+    assert written is not None and written[1] is None
 
 
 @pytest.mark.parametrize("twin", TWINS)

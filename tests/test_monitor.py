@@ -612,6 +612,45 @@ def test_monitor_databases_get_the_read_indexes(example, tmp_path):
     assert "idx_trend_metric_step" in plan[0][-1]
 
 
+# 20 rows: rank 0's 8 actv and 4 grad_reduced rows, rank 3's 8 actv rows (its ninth repeats a key). In micro-step
+# mode 4 targets on slots 0-3 (the weights on 0 and 2); without, 6 targets on steps 0-1. E.g. "20 10 3 1 1": 2 ranks,
+# 8 (rank, step) pairs (20 / 8 rounds up to 3), 20 (rank, step, target) triples.
+EXPECTED_TREND_STAT1 = {
+    True: [
+        ("trend_data", "idx_trend_metric_step", "20 10 4"),
+        ("trend_data", "idx_trend_metric_target", "20 10 5"),
+        ("trend_data", "trend_data", "20 10 3 1 1"),
+    ],
+    False: [
+        ("trend_data", "idx_trend_metric_step", "20 10 5"),
+        ("trend_data", "idx_trend_metric_target", "20 10 4"),
+        ("trend_data", "trend_data", "20 10 5 1 1"),
+    ],
+}
+
+
+def analyzed_stat1(db: Path, copy: Path) -> list[tuple]:
+    """sqlite_stat1 as a full ANALYZE writes it for a copy of DB."""
+    shutil.copy(db, copy)
+    conn = connection.Connection(copy)
+    conn.execute("DELETE FROM sqlite_stat1; DELETE FROM sqlite_stat4; ANALYZE")
+    conn.close()
+    return query(copy, "SELECT tbl, idx, stat FROM sqlite_stat1 ORDER BY tbl, idx")
+
+
+@pytest.mark.parametrize("micro_step", [True, False])
+def test_monitor_statistics_are_what_analyze_writes_without_its_scan(example, tmp_path, micro_step):
+    """trend_data's sqlite_stat1 rows are counted as its index pages are made (ANALYZE reads only the small tables,
+    so trend_data has no sqlite_stat4 samples, as in a dump database); they are those ANALYZE would write, with
+    a second rank, other step ranges and a duplicate row."""
+    write_run(example, {"actv_0-1.csv": ACTV + ACTV.splitlines(keepends=True)[-1]}, "Feb20_16-27-56-rank3-aaaaaaaa")
+    db = convert(example, tmp_path / "out", micro_step=micro_step).load.db
+    stat1 = query(db, "SELECT tbl, idx, stat FROM sqlite_stat1 ORDER BY tbl, idx")
+    assert stat1 == analyzed_stat1(db, tmp_path / "analyzed.db")
+    assert [row for row in stat1 if row[0] == "trend_data"] == EXPECTED_TREND_STAT1[micro_step]
+    assert query(db, "SELECT DISTINCT tbl FROM sqlite_stat4 WHERE tbl = 'trend_data'") == []
+
+
 def test_the_api_converts_every_format_found(example, tmp_path):
     write_file_set(example / "step0" / "rank0", A1_DATA, A1_CONSTRUCT)
     options = api.ParseOptions()

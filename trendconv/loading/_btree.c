@@ -1,7 +1,8 @@
 /* trend_data's read indexes as SQLite b-tree pages: the C twin of trendconv/loading/btree.py, which says what is
  * done and why. Both write the same pages, byte for byte; keep them in step.
  *
- *     write_indexes(fd, page_size, usable, small_ints, root, entries, first_page, keys=None) -> [root, ...] | None
+ *     write_indexes(fd, page_size, usable, small_ints, root, entries, first_page, keys=None, count=False)
+ *         -> [root, ...] | ([root, ...], [distinct, ...]) | None
  *
  * FD is the database file open for reading and writing, of FIRST_PAGE - 1 pages; ROOT the first page of
  * trend_data's b-tree; ENTRIES one sequence per index: the positions in the table's record of the index entry's
@@ -9,6 +10,8 @@
  * other. None, with nothing written, where the keys do not fit the plan: one that is not a non-negative integer
  * within its cell's local bytes, more than 64 bits of key, more than MAX_ROWS rows, or pages this process cannot
  * have written. KEYS, where given, are every row's key, and the table's pages are then not read (btree.py says how).
+ * With COUNT, the roots come with the distinct values of each prefix of each entry's keys, and of the table's (its
+ * columns read, in the record's order): the counts sqlite_stat1 is made of (btree.py, "Counting").
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -327,6 +330,19 @@ static void radix_sort(uint64_t *keys, uint64_t *spare, size_t rows, int bits) {
     }
 }
 
+/* How many distinct values each prefix of KEYS's sorted keys takes (OUT[p]: its first p + 1 columns), in one pass:
+ * where two neighbours differ, they differ in every prefix from the first column they differ in on. */
+static void prefix_counts(const Keys *keys, size_t *out) {
+    int shift[MAX_COLUMNS], bits = 0;
+    for (int p = 0; p < keys->entry; p++) bits += keys->width[p];
+    for (int p = 0; p < keys->entry; p++) shift[p] = bits -= keys->width[p], out[p] = keys->rows ? 1 : 0;
+    for (size_t r = 1; r < keys->rows; r++) {
+        uint64_t diff = keys->keys[r] ^ keys->keys[r - 1];
+        for (int p = 0; p < keys->entry; p++)
+            if (shift[p] < 64 && diff >> shift[p]) out[p]++;
+    }
+}
+
 /* ---- the pages */
 
 typedef struct {
@@ -559,6 +575,7 @@ typedef struct {
                                    * one where memory was short */
     Pages *pages;
     uint32_t *roots;
+    size_t (*distinct)[MAX_COLUMNS]; /* with COUNT: each index's prefix counts, then the table's; else NULL */
 } Indexes;
 
 /* Index K's keys packed into their slot, from the index before it, from those gathered or given, or read from the
@@ -596,11 +613,43 @@ static int write_all(Indexes *x) {
         }
         x->roots[k] = write_index(x->pages, &x->keys[k]);
         ok = x->roots[k] != 0;
+        if (ok && x->distinct) prefix_counts(&x->keys[k], x->distinct[k]); /* still sorted, in their slot */
         if (helping) pthread_join(helper, NULL);
         x->pages->first_page += (uint32_t)x->pages->count;
         if (ok && !ahead && k + 1 < x->count) ok = prepare(x, k + 1);
     }
     return ok;
+}
+
+/* The table's keys in its own order (TABLE_KEYS: the columns read, in the record's order) in the last index's slot,
+ * sorted, and their prefixes counted into X's last row of counts: 1; 0 where they take more than 64 bits or the
+ * table's pages are not as planned. */
+static int count_table(Indexes *x, Keys *table_keys) {
+    const Table *table = x->table;
+    Keys *last = &x->keys[x->count - 1];
+    int bits = 0;
+    table_keys->entry = table->columns;
+    for (int i = 0; i < table->columns; i++) {
+        int at = i; /* an insertion sort of the columns read by their place in the record */
+        while (at > 0 && table->position[table_keys->order[at - 1]] > table->position[i])
+            table_keys->order[at] = table_keys->order[at - 1], at--;
+        table_keys->order[at] = i;
+    }
+    for (int i = 0; i < table->columns; i++)
+        bits += table_keys->width[i] = bit_length((uint64_t)x->measured->most[table_keys->order[i]]);
+    if (bits > 64) return 0;
+    table_keys->keys = last->keys;
+    table_keys->rows = x->rows;
+    if (same_columns(table_keys, last))
+        repack(table_keys, last); /* in place: each key is read before it is written over */
+    else {
+        table_keys->rows = 0;
+        if (!walk(x->table, x->root, pack, table_keys)) return 0;
+    }
+    Sort sort = {table_keys, x->spare[(x->count - 1) % 2]};
+    sort_keys(&sort);
+    prefix_counts(table_keys, x->distinct[x->count]);
+    return 1;
 }
 
 /* ENTRIES into KEYS's orders (indexes into TABLE's positions, the columns read, which it adds to); 0 where an
@@ -740,19 +789,50 @@ static int given_keys(PyObject *keys_arg, const Table *table, const Keys *keys, 
     return result;
 }
 
+/* A list of the first COLUMNS of COUNTS. */
+static PyObject *count_list(const size_t *counts, int columns) {
+    PyObject *list = PyList_New(columns);
+    for (int p = 0; list && p < columns; p++) {
+        PyObject *value = PyLong_FromSize_t(counts[p]);
+        if (!value) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, p, value);
+    }
+    return list;
+}
+
+/* (ROOTS, [each index's prefix counts, ..., the table's or None]); ROOTS is taken; NULL with an error set. */
+static PyObject *with_counts(PyObject *roots, const Keys *keys, int count, const Keys *table_keys,
+                             size_t (*distinct)[MAX_COLUMNS]) {
+    PyObject *all = PyList_New(count + 1);
+    for (int k = 0; all && k <= count; k++) {
+        PyObject *counts = k < count ? count_list(distinct[k], keys[k].entry)
+                           : table_keys ? count_list(distinct[k], table_keys->entry)
+                                        : Py_NewRef(Py_None);
+        if (!counts) Py_CLEAR(all);
+        else PyList_SET_ITEM(all, k, counts);
+    }
+    PyObject *result = all ? PyTuple_Pack(2, roots, all) : NULL;
+    Py_DECREF(roots);
+    Py_XDECREF(all);
+    return result;
+}
+
 static PyObject *write_indexes(PyObject *self, PyObject *args) {
     (void)self;
     int fd, small_ints;
     Py_ssize_t page_size, usable;
     unsigned long root, first_page;
+    int counting = 0;
     PyObject *entries_arg, *keys_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "innpkOk|O", &fd, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page,
-                          &keys_arg))
+    if (!PyArg_ParseTuple(args, "innpkOk|Op", &fd, &page_size, &usable, &small_ints, &root, &entries_arg, &first_page,
+                          &keys_arg, &counting))
         return NULL;
     PyObject *result = NULL, *entries = PySequence_Fast(entries_arg, "entries must be a sequence");
     size_t file_size = ((size_t)first_page - 1) * (size_t)page_size;
     Table table = {fd, NULL, file_size, (size_t)page_size, (size_t)usable, 0, 0, {0}};
-    Keys keys[MAX_INDEXES] = {{0}}, measured = {0};
+    Keys keys[MAX_INDEXES] = {{0}}, measured = {0}, table_keys = {0};
+    size_t distinct[MAX_INDEXES + 1][MAX_COLUMNS] = {{0}};
+    int table_counted = 0;
     Pages pages = {(size_t)page_size, (size_t)usable, small_ints, 0, {0}, (uint32_t)first_page, fd, 0, NULL, 0, 0};
     uint32_t roots[MAX_INDEXES];
     uint64_t *spare = NULL, *sorted = NULL, *spare2 = NULL, *sorted2 = NULL;
@@ -800,10 +880,12 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
         sorted2 = spare2 ? malloc((rows + 1) * sizeof *sorted2) : NULL;
     }
     Indexes indexes = {&table, (uint32_t)root, keys, &measured, count, from_keys, rows,
-                       {sorted, sorted2 ? sorted2 : sorted}, {spare, sorted2 ? spare2 : spare}, &pages, roots};
+                       {sorted, sorted2 ? sorted2 : sorted}, {spare, sorted2 ? spare2 : spare}, &pages, roots,
+                       counting ? distinct : NULL};
     int ok;
     Py_BEGIN_ALLOW_THREADS;
     ok = write_all(&indexes);
+    if (ok && counting) table_counted = count_table(&indexes, &table_keys);
     Py_END_ALLOW_THREADS;
     if (!ok) {
         if (pages.error) {
@@ -815,6 +897,7 @@ static PyObject *write_indexes(PyObject *self, PyObject *args) {
     }
     result = PyList_New(count);
     for (int k = 0; result && k < count; k++) PyList_SET_ITEM(result, k, PyLong_FromUnsignedLong(roots[k]));
+    if (result && counting) result = with_counts(result, keys, count, table_counted ? &table_keys : NULL, distinct);
 done:
     Py_XDECREF(entries);
     free(measured.keys);
@@ -828,8 +911,8 @@ done:
 }
 
 PyDoc_STRVAR(write_indexes_doc,
-             "write_indexes(fd, page_size, usable, small_ints, root, entries, first_page, keys=None) -> [root, ...] | "
-             "None\n\n"
+             "write_indexes(fd, page_size, usable, small_ints, root, entries, first_page, keys=None, count=False) -> "
+             "[root, ...] | ([root, ...], [distinct, ...]) | None\n\n"
              "trend_data's indexes over ENTRIES written to FD (trendconv.loading.btree.write_indexes).");
 
 static PyMethodDef methods[] = {

@@ -36,14 +36,24 @@ _MAX_DEPTH = 32  # far beyond any real b-tree: a deeper one is not a file this p
 
 
 def write_indexes(
-    fd: int, page_size: int, usable: int, small_ints: bool, root: int, entries, first_page: int, keys=None
+    fd: int,
+    page_size: int,
+    usable: int,
+    small_ints: bool,
+    root: int,
+    entries,
+    first_page: int,
+    keys=None,
+    count: bool = False,
 ):
     """The indexes over ENTRIES (each the positions in trend_data's record of an index entry's columns, in the
     entry's order) of the WITHOUT ROWID table whose b-tree starts at page ROOT of the database open at FD (of
     FIRST_PAGE - 1 pages), written to it from page FIRST_PAGE on, one after the other: their root pages, or None
     (nothing written) where the keys do not fit the plan. The file is read a page at a time, unless KEYS gives
     every row's key: (the positions of its columns, most significant first; the bits of each; buffers of
-    unsigned 64-bit integers), which must hold every entry's columns."""
+    unsigned 64-bit integers), which must hold every entry's columns. With COUNT: (the roots, the counts), the counts
+    being how many distinct values each prefix of each entry takes, then the same of the table's own order (the
+    columns read, in the record's order), or None there where its keys take more than 64 bits ("Counting" below)."""
     if not _planned(entries, page_size, usable):
         return None
     columns = sorted({column for entry in entries for column in entry})
@@ -58,13 +68,43 @@ def write_indexes(
     widths = [[most[at].bit_length() for at in order] for order in orders]
     if any(sum(entry) > 64 for entry in widths):
         return None
-    roots = []
+    roots, counts = [], []
     for order, entry_widths in zip(orders, widths):
         keys = sorted(_pack([row[at] for at in order], entry_widths) for row in rows)
         pages = _Pages(fd, page_size, usable, small_ints, entry_widths, first_page)
         roots.append(pages.build(keys))
         first_page += pages.count
-    return roots
+        if count:
+            counts.append(prefix_counts(keys, entry_widths))
+    if not count:
+        return roots
+    return roots, [*counts, _table_counts(rows, most)]
+
+
+# ---- counting
+#
+# sqlite_stat1 says, for the table and each index, how many distinct values each prefix of its key takes (as
+# averages: trendconv.loading.stat1). The keys are sorted here anyway, so counting them costs one pass, where
+# ANALYZE would read the table and both indexes again.
+
+
+def prefix_counts(keys, widths) -> list[int]:
+    """How many distinct values each prefix of the sorted KEYS (packed in WIDTHS) takes: its first 1, 2, ...
+    columns."""
+    counts, shift = [], sum(widths)
+    for width in widths:
+        shift -= width
+        counts.append(len({key >> shift for key in keys}))
+    return counts
+
+
+def _table_counts(rows, most) -> list[int] | None:
+    """`prefix_counts` of ROWS (their values in the record's order) in that order; None where the keys would take
+    more than 64 bits."""
+    widths = [value.bit_length() for value in most]
+    if sum(widths) > 64:
+        return None
+    return prefix_counts(sorted(_pack(row, widths) for row in rows), widths)
 
 
 def _given_keys(keys, columns, entries):

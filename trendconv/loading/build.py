@@ -115,14 +115,15 @@ def _index(tmp: Path, table_root: int, trend_stat1, pages: TablePages | None) ->
     keys = pages.keys if pages is not None else None
     if keys is None and pages is not None:
         pages.wait()  # the keys are read from trend_data's pages: all must be in place
-    roots = write_pages(tmp, table_root, keys)
+    # trend_data's sqlite_stat1 rows counted as the keys are sorted, unless the loader counted them already
+    roots, counted = write_pages(tmp, table_root, keys, count=trend_stat1 is None) or (None, None)
     if pages is not None:
         pages.wait()  # SQLite opens the file next
     if roots is not None:
         with _reopened(tmp) as named:
             name_pages(named, roots)
     with _reopened(tmp) as indexed:  # a new connection: it reads the schema with the named indexes
-        build_indexes(indexed, roots is not None, trend_stat1)
+        build_indexes(indexed, roots is not None, trend_stat1 or counted)
 
 
 @contextlib.contextmanager

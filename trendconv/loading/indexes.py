@@ -10,29 +10,37 @@ from __future__ import annotations
 from pathlib import Path
 
 from trendconv import native
-from trendconv.loading import btree, connection, schema
+from trendconv.loading import btree, connection, schema, stat1
 
 _NATIVE = native.extension(native.BTREE)
 write_indexes = _NATIVE.write_indexes if _NATIVE is not None else btree.write_indexes
 
 
-def write_pages(path: Path, table_root: int, keys=None) -> dict[str, int] | None:
+def write_pages(
+    path: Path, table_root: int, keys=None, *, count: bool = False
+) -> tuple[dict[str, int], list | None] | None:
     """trend_data's indexes appended to the database at PATH (no connection open on it), whose table b-tree
-    starts at page TABLE_ROOT: each index's root page by name, or None (and the file as it was) where they do
-    not fit the plan. With KEYS (trendconv.loading.table.TablePages.keys), the table's pages are not read."""
+    starts at page TABLE_ROOT: each index's root page by name, and with COUNT trend_data's sqlite_stat1 rows
+    counted from the sorted keys (else, or where they cannot be: None; `stat1.counted_rows`); or None (and the
+    file as it was) where they do not fit the plan. With KEYS (trendconv.loading.table.TablePages.keys), the
+    table's pages are not read."""
     with open(path, "r+b") as file:
         layout = btree.layout(file.read(btree.HEADER_BYTES), file.seek(0, 2))
         if layout is None:
             return None
         page_size, usable, small_ints, pages = layout
         entries = [schema.index_entry(columns) for columns in schema.TREND_INDEXES.values()]
-        roots = write_indexes(file.fileno(), page_size, usable, small_ints, table_root, entries, pages + 1, keys)
-        if roots is None:
+        fd = file.fileno()
+        written = write_indexes(fd, page_size, usable, small_ints, table_root, entries, pages + 1, keys, count)
+        if written is None:
             return None
         pages = file.seek(0, 2) // page_size
         file.seek(28)
         file.write(pages.to_bytes(4, "big"))  # the header's page count, which SQLite trusts over the file's size
-    return dict(zip(schema.TREND_INDEXES, roots))
+    if not count:
+        return dict(zip(schema.TREND_INDEXES, written)), None
+    roots, counts = written
+    return dict(zip(schema.TREND_INDEXES, roots)), stat1.counted_rows(counts)
 
 
 def name_pages(conn: connection.Connection, roots: dict[str, int]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from trendconv.loading import schema
+
 # Up to this many rows, a batch's (metric, step) pairs are gathered in Python: a group_by costs a fifth of a
 # millisecond whatever the size, as much as a tiny shard's whole insert (benchmarks/RESULTS-scale.md).
 _SMALL = 1024
@@ -44,11 +46,26 @@ class Stat1Counts:
         """What ANALYZE writes to sqlite_stat1 for trend_data's primary key and its two read indexes."""
         metrics = len({metric for metric, _ in self.metric_steps})
         primary = [len(self.ranks), self.rank_steps, self.rank_step_targets, rows]
-        return [
-            ("trend_data", "trend_data", _stat1(rows, primary)),
-            ("trend_data", "idx_trend_metric_step", _stat1(rows, [metrics, len(self.metric_steps)])),
-            ("trend_data", "idx_trend_metric_target", _stat1(rows, [metrics, metric_targets])),
-        ]
+        return _trend_rows(rows, primary, [[metrics, len(self.metric_steps)], [metrics, metric_targets]])
+
+
+def counted_rows(counts: list) -> list[tuple[str, str, str]] | None:
+    """trend_data's sqlite_stat1 rows from the prefix counts the index pages' writer took of the sorted keys
+    (trendconv.loading.btree, "Counting": each index's, then the table's own); None without the table's counts or
+    without rows, where ANALYZE has to count."""
+    *per_index, table = counts
+    if not table or not table[-1]:
+        return None
+    # the primary key's last prefix is the whole key: every row is distinct; an index's stat names its own columns
+    indexed = [distinct[: len(columns)] for columns, distinct in zip(schema.TREND_INDEXES.values(), per_index)]
+    return _trend_rows(table[-1], table, indexed)
+
+
+def _trend_rows(rows: int, primary: list[int], indexed: list[list[int]]) -> list[tuple[str, str, str]]:
+    """trend_data's sqlite_stat1 rows of ROWS rows: the distinct values of each prefix of its PRIMARY key, then of
+    each read index's columns (in schema.TREND_INDEXES's order)."""
+    stats = [("trend_data", "trend_data", _stat1(rows, primary))]
+    return stats + [("trend_data", name, _stat1(rows, counts)) for name, counts in zip(schema.TREND_INDEXES, indexed)]
 
 
 def _count_true(mask: pa.Array) -> int:
