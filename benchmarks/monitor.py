@@ -61,10 +61,10 @@ class MonitorScenario:
         return f"monitor_r{self.ranks}_s{self.steps}_l{self.layers}_m{self.micro_batches}{metrics}"
 
 
-def tiny(name: str, files: int, metrics: tuple[str, ...] = ("grad_reduced",)) -> MonitorScenario:
-    """FILES files (rounded up to a multiple of 4 ranks x the metrics) of one layer and one micro-batch: nine rows
-    per grad_reduced file."""
-    return MonitorScenario(name, 4, -(-files // (4 * len(metrics))), 1, 1, metrics)
+def tiny(name: str, files: int, metrics: tuple[str, ...] = ("grad_reduced",), layers: int = 1) -> MonitorScenario:
+    """FILES files (rounded up to a multiple of 4 ranks x the metrics) of LAYERS layers and one micro-batch: nine
+    rows per grad_reduced file of one layer."""
+    return MonitorScenario(name, 4, -(-files // (4 * len(metrics))), layers, 1, metrics)
 
 
 SCENARIOS = [
@@ -77,7 +77,9 @@ QUICK = [
     MonitorScenario("quick, 10x the files: 2 ranks x 40 steps x 1 layer, 1 micro-batch", 2, 40, 1, 1),
 ]
 PER_FILE, PER_FILE_QUICK = (2_000, 10_000), (200, 1_000)
-MANY, MANY_QUICK = (10_000, 100_000), (500, 5_000)
+# (files, layers): ten times the files and ten times the rows, then the first count again with the rows of the second
+# (ten layers a file), so that what the file count alone adds to the peak shows apart from what the rows add
+MANY, MANY_QUICK = ((10_000, 1), (100_000, 1), (10_000, 10)), ((500, 1), (5_000, 1), (500, 10))
 CACHE = HERE / ".data"
 
 
@@ -243,17 +245,18 @@ def per_file_section(result: dict) -> list[str]:
     return lines + [""]
 
 
-def many_files(counts: tuple[int, int], workers: int) -> list[dict]:
-    """One run each on COUNTS files of all nine metrics (one layer, one micro-batch): seconds and peak memory."""
+def many_files(counts: tuple[tuple[int, int], ...], workers: int) -> list[dict]:
+    """One run each on COUNTS (files, layers) of all nine metrics (one micro-batch): seconds and peak memory."""
     found = []
-    for count in counts:
-        data = data_for(tiny(f"{count} files", count, ALL_NINE))
+    for count, layers in counts:
+        data = data_for(tiny(f"{count} files", count, ALL_NINE, layers))
         files = csv_files(data)
         measured = run_trendconv(data, workers, _scratch(data), sample=True)  # one run: timed and sampled
         loaded = load_alone(_scratch(data) / f"tc_w{workers}")
         found.append(
             {
                 "files": len(files),
+                "layers": layers,
                 "bytes": sum(path.stat().st_size for path in files),
                 "measured": measured,
                 "load": loaded,
@@ -276,19 +279,21 @@ def many_section(results: list[dict], workers: int) -> list[str]:
     lines = [
         "### Many files",
         "",
-        f"All nine metrics, one layer, one micro-batch, 4 ranks; one run each at {workers} workers (msprobe data2db "
-        "not run: at its speed the larger set takes hours).",
+        f"All nine metrics, one micro-batch, 4 ranks; one run each at {workers} workers (msprobe data2db not run: at "
+        "its speed the larger set takes hours). The last row has the first's files with the second's rows (ten "
+        "layers a file): the peak's growth from it to the second is the file count's alone.",
         "",
-        "| files | CSV MB | trendconv s | scan | parse | load (after parse) | index | ms per file | CSV MB/s | "
-        "peak RSS MiB | `trendconv load` alone s | its peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| files | layers | rows | CSV MB | trendconv s | scan | parse | load (after parse) | index | ms per file | "
+        "CSV MB/s | peak RSS MiB | `trendconv load` alone s | its peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         load_seconds, load_kib = result["load"]
         measured, total = result["measured"], result["measured"].median()
         stages = " | ".join(f"{measured.stage_median(stage):.2f}" for stage in ("scan", "parse", "load", "index"))
         lines.append(
-            f"| {result['files']} | {result['bytes'] / 1e6:.1f} | {total:.2f} | {stages} | "
+            f"| {result['files']} | {result['layers']} | {measured.counts['rows']} | {result['bytes'] / 1e6:.1f} | "
+            f"{total:.2f} | {stages} | "
             f"{total / result['files'] * 1e3:.2f} | {result['bytes'] / 1e6 / total:.1f} | "
             f"{max(measured.rss_kib) / 1024:.0f} | {load_seconds:.2f} | {load_kib / 1024:.0f} |"
         )
