@@ -546,19 +546,24 @@ def test_the_table_s_pages_are_copied_on_their_own_thread(tmp_path, monkeypatch)
 
 
 def test_db_directory_that_is_a_file(a1_data, tmp_path):
+    """--db names a directory: a file there is a usage error said first, by every command that writes databases
+    (before parsing, and whatever WORK is), and the file is left alone."""
     api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
     out = tmp_path / "out"
     out.write_text("not a directory")
-    result = invoke("load", tmp_path / "work", "--db", out)
-    assert (result.exit_code, result.stderr) == (
-        1,
-        f"error: {out / 'dump_data.trend.db'}: cannot write the database: Not a directory: {out}\n",
-    )
-    result = invoke("run", a1_data, "--db", tmp_path / "out")
-    assert (result.exit_code, result.stderr) == (
-        1,
-        f"error: {tmp_path / 'out' / '.trendconv'}: cannot use it as the WORK directory: Not a directory: {out}\n",
-    )
+    said = f"error: {out}: not a directory: the databases go into a directory, which is made if missing\n"
+    commands = [
+        ("load", tmp_path / "work", "--db", out),
+        ("run", a1_data, "--db", out),
+        ("run", a1_data, "--db", out, "--work", tmp_path / "other_work"),
+        ("run", a1_data, "--db", out, "--follow", "--stop-after-idle", "0.1"),
+        ("data2db", "--data", a1_data, "--db", out),
+    ]
+    for command in commands:
+        result = invoke(*command)
+        assert (command[0], result.exit_code, result.stderr) == (command[0], 2, said)
+    assert out.read_text() == "not a directory"
+    assert not (tmp_path / "other_work").exists()
     result = invoke("parse", a1_data, "--work", out)
     assert (result.exit_code, result.stderr) == (
         1,

@@ -74,6 +74,13 @@ def default_work(out_dir: Path) -> Path:
     return out_dir / DEFAULT_WORK
 
 
+def check_output(out_dir: Path) -> None:
+    """OUT_DIR, where the databases go, is a directory or is to be made: a file there is a usage error said before
+    any work, not a failure to write the WORK directory inside it (or, with another WORK, the database at the end)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"{out_dir}: not a directory: the databases go into a directory, which is made if missing")
+
+
 def formats_in_data(data: Path, input_format: str) -> list[Format]:
     """The formats to convert: the one asked for, or for `auto` every format found under DATA."""
     return formats.chosen(data, input_format)
@@ -139,11 +146,13 @@ def parse_all(data: Path, work: Path, options: ParseOptions, *, input_format: st
 
 def load(work: Path, out_dir: Path, *, input_format: str, **kwargs) -> LoadSummary:
     """Build the INPUT_FORMAT database in OUT_DIR from the shards of WORK alone (see `load_all`)."""
+    check_output(out_dir)
     return _load_formats(work, out_dir, [formats.get(input_format)], **kwargs)[0]
 
 
 def load_all(work: Path, out_dir: Path, **kwargs) -> list[LoadSummary]:
     """Load every format whose parse into WORK finished: all their databases are replaced, or none."""
+    check_output(out_dir)
     return _load_formats(work, out_dir, formats_in_work(work), **kwargs)
 
 
@@ -223,6 +232,7 @@ def _note_unreplaced(exc: TrendconvError, staged: list[tuple], failed: Format) -
 
 def run(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> ConvertSummary:
     """Parse and load the INPUT_FORMAT data of DATA (see `run_all`)."""
+    check_output(out_dir)
     work, workers, executor = kwargs.pop("work", None), kwargs.pop("workers", None), kwargs.pop("executor", None)
     chosen = [formats.get(input_format)]
     return _run_formats(data, out_dir, options, chosen, work, workers, executor, kwargs)[0]
@@ -231,6 +241,7 @@ def run(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, 
 def run_all(data: Path, out_dir: Path, options: ParseOptions, *, input_format: str, **kwargs) -> list[ConvertSummary]:
     """Convert every format asked for (or found, for auto), each into its own database in OUT_DIR: all of them
     are replaced, or none (see `all_or_nothing`). KWARGS: work, workers, executor, index, progress."""
+    check_output(out_dir)
     chosen = formats_in_data(data, input_format)
     work, workers, executor = kwargs.pop("work", None), kwargs.pop("workers", None), kwargs.pop("executor", None)
     forget_other_formats(work or default_work(out_dir), chosen)

@@ -107,6 +107,7 @@ def follow(
         if value is not None and (type(value) not in (int, float) or not 0 < value < 1e9):
             raise UsageError(f"{keyword} must be a number of seconds above 0, not {value!r}")
     split = _split(split_steps, max_db_size, None, name)
+    api.check_output(_path(out))
     return follow_data(
         _path(data),
         _path(out),
