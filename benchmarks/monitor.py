@@ -33,6 +33,7 @@ from benchmarks.report import machine_line, write_results
 from benchmarks.run import (
     HERE,
     Measured,
+    compile_package,
     machine,
     measure,
     merged,
@@ -319,6 +320,7 @@ def main() -> None:
     )
     parser.add_argument("--output", type=Path, default=HERE / "RESULTS-monitor.md")
     args = parser.parse_args()
+    compile_package()
     scenarios = QUICK if args.quick else SCENARIOS + ([LARGE] if args.large else [])
     workers = [int(count) for count in args.workers.split(",")]
     repeats = {LARGE: args.large_repeat or args.repeat}

@@ -279,6 +279,15 @@ def startup(repeat: int, scratch: Path) -> dict[str, list[float]]:
     return times
 
 
+def compile_package() -> None:
+    """trendconv's modules compiled to bytecode, as `pip install` leaves an installed package: with the source tree
+    installed in place (editable) and PYTHONDONTWRITEBYTECODE set, as it is on this machine, every measured command
+    would compile some 70 modules from source first (0.06-0.08 s a command)."""
+    import compileall
+
+    compileall.compile_dir(HERE.parent / "trendconv", quiet=1)
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -312,6 +321,7 @@ def main() -> None:
     )
     parser.add_argument("--output", type=Path, default=HERE)
     args = parser.parse_args()
+    compile_package()
     scenarios = QUICK if args.quick else SCENARIOS + ([LARGE] if args.large else [])
     scenarios += shape_scenarios(args.quick) if args.shapes else []
     workers = [int(count) for count in args.workers.split(",")]

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import write_results
-from benchmarks.run import trendconv_command
+from benchmarks.run import compile_package, trendconv_command
 from datagen.dump import generate
 
 HERE = Path(__file__).resolve().parent
@@ -300,6 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the generated data in --scratch")
     parser.add_argument("--out", type=Path, help="default: benchmarks/RESULTS-scale.md; with --quick, stdout")
     args = parser.parse_args(argv)
+    compile_package()
     if args.quick:
         args.sizes, args.ranks = "500,1500,5000", 100
     counts = sorted(int(size) for size in args.sizes.split(","))

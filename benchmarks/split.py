@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.report import machine_line, write_results
-from benchmarks.run import CACHE, Scenario, data_for, machine, measure
+from benchmarks.run import CACHE, Scenario, compile_package, data_for, machine, measure
 
 HERE = Path(__file__).resolve().parent
 
@@ -115,6 +115,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--output", type=Path, default=HERE)
     args = parser.parse_args()
+    compile_package()
     scenario = Scenario(f"{args.steps}x{args.ranks}x{args.layers}", args.steps, args.ranks, args.layers)
     result = bench(scenario, args.split_steps, args.repeat)
     text = report(result, args.repeat)
