@@ -859,24 +859,27 @@ def test_the_trend_analyzer_lists_each_new_file_of_a_split(tmp_path, dump_five):
     data, out, follower = following(tmp_path, "--split-steps", "2")
     write_step(dump_five, data, 0)
     wait_for(lambda: mark(out / "dump_data.trend.db") == 1, follower)
-    listed = []
-    with PluginServer(tensorboard_executable(), out, tmp_path) as server:
-        listed.append(sorted(server.ask("db_files")["data"]))
-        for step in (1, 2, 3, 4):
-            write_step(dump_five, data, step)
-            wait_for(lambda step=step: last_mark(out) == step + 1, follower)
-            listed.append(sorted(server.ask("db_files")["data"]))
-        opened = heat_map_of_last_step(server)
-        assert server.ask("switch_db", {"db_filename": SPLIT_PARTS[2]})["success"] is True
-        newest = heat_map_of_last_step(server)
-    assert follower.stop() == 0
-    assert listed == [
+    expected = [
         ["dump_data.trend.db"],
         ["dump_data.trend.db"],
         [SPLIT_PARTS[0], "dump_data.steps-000002-000002.trend.db"],
         SPLIT_PARTS[:2],
         SPLIT_PARTS,
     ]
+    listed = []
+    with PluginServer(tensorboard_executable(), out, tmp_path) as server:
+        listed.append(sorted(server.ask("db_files")["data"]))
+        for step in (1, 2, 3, 4):
+            write_step(dump_five, data, step)
+            # the whole batch, not its first file: a batch marks each file it writes, one after the other
+            wait_for(lambda step=step: last_mark(out) == step + 1 and databases(out) == expected[step], follower)
+            listed.append(sorted(server.ask("db_files")["data"]))
+        opened = heat_map_of_last_step(server)
+        switched = server.ask("switch_db", {"db_filename": SPLIT_PARTS[2]})
+        assert (switched["success"], switched.get("error")) == (True, None)
+        newest = heat_map_of_last_step(server)
+    assert follower.stop() == 0
+    assert listed == expected
     assert opened == last_step_in(out / SPLIT_PARTS[0])
     assert newest == last_step_in(out / SPLIT_PARTS[2])
 
