@@ -73,22 +73,25 @@ def bench(scenario: Scenario, split: int, repeat: int) -> dict:
     return {"scenario": scenario, "split": split, "seconds": seconds, "peaks": peaks, "sizes": sizes}
 
 
+def medians(result: dict) -> dict[str, float]:
+    return {name: statistics.median(values) for name, values in result["seconds"].items()}
+
+
 def ratio(result: dict, slow: str, fast: str) -> float:
-    medians = {name: statistics.median(values) for name, values in result["seconds"].items()}
-    return medians[slow] / medians[fast]
+    return medians(result)[slow] / medians(result)[fast]
 
 
 def throughput_ratio(result: dict) -> float:
     """Rows a second of 2 loaders against 1: both load the same rows more in the whole WORK than in its first
     half, so the ratio of the rates is that of the seconds those rows add (medians of each command)."""
-    medians = {name: statistics.median(values) for name, values in result["seconds"].items()}
-    added = {count: medians[f"load, {count}"] - medians[f"load half, {count}"] for count in ("1 loader", "2 loaders")}
+    median = medians(result)
+    added = {count: median[f"load, {count}"] - median[f"load half, {count}"] for count in ("1 loader", "2 loaders")}
     return added["1 loader"] / added["2 loaders"]
 
 
 def report(result: dict, repeat: int) -> str:
     scenario = result["scenario"]
-    medians = {name: statistics.median(values) for name, values in result["seconds"].items()}
+    median = medians(result)
     lines = [
         "# Split output and parallel loaders",
         "",
@@ -106,7 +109,7 @@ def report(result: dict, repeat: int) -> str:
     ]
     for name, values in result["seconds"].items():
         rounds = ", ".join(f"{value:.2f}" for value in values)
-        lines.append(f"| {name} | {medians[name]:.2f} | {rounds} | {result['peaks'][name] / 1024:.0f} |")
+        lines.append(f"| {name} | {median[name]:.2f} | {rounds} | {result['peaks'][name] / 1024:.0f} |")
     lines += [
         "",
         f"- load throughput (rows a second: the seconds the second half of the steps adds to a load of the first "

@@ -316,6 +316,19 @@ def test_without_count_the_pages_are_the_same_and_nothing_is_counted(tmp_path, m
 
 
 @pytest.mark.parametrize("twin", TWINS)
+def test_a_table_key_of_more_than_64_bits_is_not_counted(tmp_path, twin):
+    """Entries of two columns each fit 64 bits where the four columns together do not: the indexes are written and
+    counted, the table is not (ANALYZE then counts it)."""
+    path = tmp_path / "wide.db"
+    root = make_table(path, [(2**39, 1, 2**39, 1), (0, 0, 0, 0)])
+    with open(path, "r+b") as file:
+        roots, counts = twin_of(twin)(
+            file.fileno(), 512, 512, True, root, [(0, 1), (2, 3)], path.stat().st_size // 512 + 1, None, True
+        )
+    assert (len(roots), counts) == (2, [[2, 2], [2, 2], None])
+
+
+@pytest.mark.parametrize("twin", TWINS)
 def test_an_empty_table_is_left_to_analyze(tmp_path, monkeypatch, twin):
     monkeypatch.setattr(indexes, "write_indexes", twin_of(twin))
     path = tmp_path / "empty.db"

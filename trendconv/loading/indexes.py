@@ -37,10 +37,8 @@ def write_pages(
         pages = file.seek(0, 2) // page_size
         file.seek(28)
         file.write(pages.to_bytes(4, "big"))  # the header's page count, which SQLite trusts over the file's size
-    if not count:
-        return dict(zip(schema.TREND_INDEXES, written)), None
-    roots, counts = written
-    return dict(zip(schema.TREND_INDEXES, roots)), stat1.counted_rows(counts)
+    roots, counts = written if count else (written, None)
+    return dict(zip(schema.TREND_INDEXES, roots)), counts and stat1.counted_rows(counts)
 
 
 def name_pages(conn: connection.Connection, roots: dict[str, int]) -> None:
