@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -20,11 +21,17 @@ class ParseOptions:
 
     @property
     def mapping_sha256(self) -> str:
-        return hashlib.sha256(orjson.dumps([list(pair) for pair in self.mapping])).hexdigest()
+        return _digest(self.mapping)
 
     def record(self) -> dict:
         """The options as shard footers, manifests and work.json record them (the mapping by its digest)."""
         return {"micro_step": self.micro_step, "mapping_sha256": self.mapping_sha256}
+
+
+@functools.lru_cache(maxsize=8)
+def _digest(mapping: tuple[tuple[str, str], ...]) -> str:
+    """Every shard's footer records it: once per mapping, not once per file."""
+    return hashlib.sha256(orjson.dumps([list(pair) for pair in mapping])).hexdigest()
 
 
 def first_agreeing(first: dict | None, meta: dict, where: object) -> dict:

@@ -152,9 +152,9 @@ class Format(ABC):
     # ---- units
 
     @abstractmethod
-    def sources(self, unit: Unit, options: ParseOptions) -> list[tuple[str, Path]]:
-        """The files a unit's shard is made from, as (path relative to DATA, path): their sizes and times decide
-        whether a shard is reused."""
+    def sources(self, unit: Unit, options: ParseOptions) -> list[tuple[str, str | Path]]:
+        """The files a unit's shard is made from, as (path relative to DATA, path, as text or a Path): their sizes
+        and times decide whether a shard is reused."""
 
     def size(self, unit: Unit) -> int | None:
         """The unit's input in bytes where the scan saw it (the parse stage plans its pool and its task groups by

@@ -230,4 +230,5 @@ def _count(summary: ParseSummary, meta: dict, *, reused: bool) -> None:
     else:
         summary.parsed += 1
     summary.rows += meta["rows"]
-    summary.skipped.update(meta["skipped"])
+    if meta["skipped"]:  # mostly empty: a Counter's update of nothing still cost ~4 µs a file
+        summary.skipped.update(meta["skipped"])

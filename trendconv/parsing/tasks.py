@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,7 @@ def source_stats(task: ParseTask) -> list[dict]:
     stats = []
     for relative, path in task.format.sources(task.unit, task.options):
         try:
-            stat = path.stat()
+            stat = os.stat(path)
         except OSError:
             stats.append({"path": relative, "size": None, "mtime_ns": None})
             continue

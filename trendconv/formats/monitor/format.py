@@ -51,8 +51,8 @@ class MonitorFormat(Format):
         left_out = dict(sorted(found.left_out.items()))
         return Scanned(found.files, list(found.warnings), dict(sorted(found.skipped_files.items())), left_out)
 
-    def sources(self, unit: CsvFile, options: ParseOptions) -> list[tuple[str, Path]]:
-        return [(unit.relative, unit.path)]
+    def sources(self, unit: CsvFile, options: ParseOptions) -> list[tuple[str, str]]:
+        return [(unit.relative, unit.file)]
 
     def size(self, unit: CsvFile) -> int | None:
         return unit.size

@@ -128,7 +128,8 @@ def _empty(stats: list[str]) -> dict[str, pa.Array]:
 
 def read_raw(csv_file: CsvFile) -> bytes:
     try:
-        return csv_file.path.read_bytes()
+        with open(csv_file.file, "rb") as file:
+            return file.read()
     except OSError as exc:
         raise cannot_read(csv_file.path, exc) from None
 

@@ -9,6 +9,7 @@ turned off (TRENDCONV_PURE=1), takes the general path: pyarrow's reader and the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -42,25 +43,25 @@ def regular_buffers(raw: bytes) -> Buffers | None:
     """The rows of RAW when it is a regular file; None for any other file, or without the C part."""
     if _cells is None or not raw.isascii() and not _utf8(raw):
         return None
-    header, start = _header(raw)
-    if header is None or "name" not in header or "vpp_stage" not in header:
+    end = raw.find(b"\n")
+    layout = _layout(raw[: end if end >= 0 else len(raw)])
+    if layout is None:
         return None
-    keys = [key for key in _KEYS if key in header]
-    stats = rules.stats_of(header)
-    found = _cells.rows(raw, start, len(header), header.index("name"), _indexes(header, keys), _indexes(header, stats))
+    start = end + 1 if end >= 0 else len(raw)
+    found = _cells.rows(raw, start, len(layout.header), layout.name, layout.key_columns, layout.stat_columns)
     if found is None or not found[0]:
         return None  # a header-only file is rare: the general path says what it holds
     count, offsets, names, integers, numbers = found
     if not _text_names(offsets, names):
         return None
-    read = dict(zip(keys, integers))
+    read = dict(zip(layout.keys, integers))
     zeros = bytes(8 * count)
     return Buffers(
-        header,
+        list(layout.header),
         count,
         pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(names)]),
         {key: read.get(key, zeros) for key in _KEYS},
-        dict(zip(stats, numbers)),
+        dict(zip(layout.stats, numbers)),
     )
 
 
@@ -72,19 +73,37 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
-def _header(raw: bytes) -> tuple[list[str] | None, int]:
-    """The header's fields and where the rows start; None where the general path must read the header (a
-    quote, a byte order mark, a leading empty line, a bare \\r)."""
-    end = raw.find(b"\n")
-    line = raw[: end if end >= 0 else len(raw)]
+@dataclass(frozen=True)
+class _Layout:
+    """What a header line says of a regular file's columns: the fields, and the positions of the name, the keys
+    present and the stats (rules.stats_of order)."""
+
+    header: tuple[str, ...]
+    name: int
+    keys: tuple[str, ...]
+    key_columns: tuple[int, ...]
+    stats: tuple[str, ...]
+    stat_columns: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(line: bytes) -> _Layout | None:
+    """The layout of the header LINE (without its \\n); None where the general path must read the header (a quote,
+    a byte order mark, an empty line, a bare \\r) or it lacks name or vpp_stage. Cached: a run's files share a few
+    headers, and working one out for every file was a tenth of the parse of small files."""
     if line.endswith(b"\r"):
         line = line[:-1]
     if not line or b'"' in line or b"\r" in line or line.startswith(b"\xef\xbb\xbf"):
-        return None, 0
-    return line.decode("utf-8").split(","), (end + 1 if end >= 0 else len(raw))
+        return None
+    header = line.decode("utf-8").split(",")
+    if "name" not in header or "vpp_stage" not in header:
+        return None
+    keys = tuple(key for key in _KEYS if key in header)
+    stats = tuple(rules.stats_of(header))
+    return _Layout(tuple(header), header.index("name"), keys, _indexes(header, keys), stats, _indexes(header, stats))
 
 
-def _indexes(header: list[str], names: list[str]) -> tuple[int, ...]:
+def _indexes(header: list[str], names) -> tuple[int, ...]:
     return tuple(header.index(name) for name in names)
 
 
