@@ -191,3 +191,37 @@ def test_a_chunk_of_regular_and_other_files_is_the_table_of_the_general_path(tmp
     assert sum(isinstance(shard.rows_of(found, options)[0], shard.Regular) for found in files) == 2 * (len(REGULAR) + 2)
     assert fast[1][len(REGULAR)]["micro_steps_per_step"] == [[1, 1], [3, 5]]
     assert fast[1][len(REGULAR) + 1]["micro_steps_per_step"] == [[1, 1], [3, 1]]
+
+
+def test_files_of_one_header_and_of_others_each_give_their_own_columns(tmp_path, monkeypatch):
+    """A header's layout is worked out once and kept: files after the first of a header, and files of another
+    order of the same columns, still read their own columns."""
+    reordered = "name,vpp_stage,micro_step,step,norm,max,min,zeros,nans,mean,shape,dtype\n"
+    contents = {
+        "actv_0-0.csv": HEADER + ROW,
+        "actv_1-1.csv": HEADER + ROW.replace(",3,1,", ",4,0,"),
+        "actv_2-2.csv": reordered + 'a.b.0.c,0,1,5,1.25,2.0,-0.5,0.0,0.0,1e-06,"[1, 2]",torch.bfloat16\n',
+        "actv_3-3.csv": "vpp_stage,name,step,norm\n1,x,6,7.5\n",
+    }
+    found = {}
+    for name, content in contents.items():
+        csv = csv_file(tmp_path, content.encode(), name)
+        assert both_paths(csv, monkeypatch) is True
+        rows, meta = shard.rows_of(csv, ParseOptions())
+        table = shard.table_of([rows])
+        columns = ("step", "micro_step", "vpp_stage", "norm", "min")
+        found[name] = [table[column].to_pylist() if column in table.column_names else None for column in columns]
+        found[name].append(meta["stats"])
+    six = ["norm", "min", "max", "zeros", "nans", "mean"]  # canonical order, whatever the header's
+    assert found == {
+        "actv_0-0.csv": [[3], [1], [0], [1.25], [-0.5], six],
+        "actv_1-1.csv": [[4], [0], [0], [1.25], [-0.5], six],
+        "actv_2-2.csv": [[5], [1], [0], [1.25], [-0.5], six],
+        "actv_3-3.csv": [[6], [0], [1], [7.5], None, ["norm"]],
+    }
+
+
+@pytest.mark.parametrize("data", [".", "/", "data", "/srv/monitor", "a//b/", "./a/../b"])
+def test_a_csv_files_path_as_text_is_that_of_its_path(data):
+    csv = CsvFile(0, RUN, "actv_0-0.csv", "actv", Path(data))
+    assert csv.file == str(csv.path)
