@@ -221,7 +221,7 @@ def test_files_of_one_header_and_of_others_each_give_their_own_columns(tmp_path,
     }
 
 
-@pytest.mark.parametrize("data", [".", "/", "data", "/srv/monitor", "a//b/", "./a/../b"])
+@pytest.mark.parametrize("data", [".", "/", "//", "data", "/srv/monitor", "a//b/", "./a/../b"])
 def test_a_csv_files_path_as_text_is_that_of_its_path(data):
     csv = CsvFile(0, RUN, "actv_0-0.csv", "actv", Path(data))
     assert csv.file == str(csv.path)

@@ -284,6 +284,7 @@ class UnitRows:
         self._tables: dict[str, tuple[pa.Table, set[str]]] = {}
         self._keep = keep
         self._checked: set[tuple[str, tuple[str, ...]]] = set()  # (chunk, columns) found of the shard types
+        self._schemas: dict[int, tuple[pa.Schema, tuple[str, ...]]] = {}
 
     def read(self, shard: Shard, schema: pa.Schema) -> pa.Table:
         """The rows of SHARD, which must have the columns of SCHEMA."""
@@ -306,14 +307,24 @@ class UnitRows:
         chunk = shard.meta["chunk"]
         table, names = self._chunk(chunk)
         start, count = shard.meta["row_start"], shard.meta["rows"]
-        if start + count > table.num_rows or not names.issuperset(schema.names):
+        wanted = self._names_of(schema)
+        if start + count > table.num_rows or not names.issuperset(wanted):
             raise rows_mismatch(Path(chunk), f"rows {start} to {start + count - 1} of {table.num_rows}")
-        key = (chunk, tuple(schema.names))
+        key = (chunk, wanted)
         if key not in self._checked:
-            if table.select(schema.names).schema.remove_metadata() != schema:
+            if table.select(wanted).schema.remove_metadata() != schema:
                 raise DataError(f"{chunk}: unexpected shard columns; {schemas.AGAIN}")
             self._checked.add(key)
         return start, count
+
+    def _names_of(self, schema: pa.Schema) -> tuple[str, ...]:
+        """SCHEMA's column names, found once per schema object (a format's schemas are few and cached, and Arrow
+        makes a new list of them each time it is asked: two a unit were a tenth of the load of small files). The
+        schema is kept with them, so that its id names no other schema meanwhile."""
+        found = self._schemas.get(id(schema))
+        if found is None or found[0] is not schema:
+            found = self._schemas[id(schema)] = (schema, tuple(schema.names))
+        return found[1]
 
     def whole(self, chunk: str) -> pa.Table:
         """Every row of the chunk file CHUNK."""
