@@ -225,3 +225,12 @@ def test_files_of_one_header_and_of_others_each_give_their_own_columns(tmp_path,
 def test_a_csv_files_path_as_text_is_that_of_its_path(data):
     csv = CsvFile(0, RUN, "actv_0-0.csv", "actv", Path(data))
     assert csv.file == str(csv.path)
+
+
+def test_a_header_line_longer_than_any_the_monitor_writes_is_read_but_not_kept(tmp_path, monkeypatch):
+    extra = ",".join(f"extra_column_{index}" for index in range(400))
+    content = HEADER.rstrip("\n") + "," + extra + "\n" + ROW.rstrip("\n") + "," + ",".join("1" * 400) + "\n"
+    assert len(content.split("\n")[0]) > regular._CACHED_LINE
+    kept = regular._cached_layout.cache_info().currsize
+    assert both_paths(csv_file(tmp_path, content.encode()), monkeypatch) is True
+    assert regular._cached_layout.cache_info().currsize == kept

@@ -86,11 +86,22 @@ class _Layout:
     stat_columns: tuple[int, ...]
 
 
-@functools.lru_cache(maxsize=64)
+_CACHED_LINE = 4096  # bytes: a header line longer than any the monitor writes is not kept (nor its layout)
+
+
 def _layout(line: bytes) -> _Layout | None:
     """The layout of the header LINE (without its \\n); None where the general path must read the header (a quote,
     a byte order mark, an empty line, a bare \\r) or it lacks name or vpp_stage. Cached: a run's files share a few
     headers, and working one out for every file was a tenth of the parse of small files."""
+    return _cached_layout(line) if len(line) <= _CACHED_LINE else _layout_of(line)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_layout(line: bytes) -> _Layout | None:
+    return _layout_of(line)
+
+
+def _layout_of(line: bytes) -> _Layout | None:
     if line.endswith(b"\r"):
         line = line[:-1]
     if not line or b'"' in line or b"\r" in line or line.startswith(b"\xef\xbb\xbf"):
