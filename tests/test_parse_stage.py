@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -131,6 +132,19 @@ def test_shards_read_as_one_dataset_with_dictionary_strings(a1_data, tmp_path):
     assert table.num_rows == 26
     assert str(table.schema.field("target_name").type) == "dictionary<values=string, indices=int32, ordered=0>"
     assert sorted(set(zip(table["step"].to_pylist(), table["rank"].to_pylist()))) == [(0, 0), (1, 0)]
+
+
+def test_a_shards_meta_is_in_its_footer_once(a1_data, tmp_path):
+    """The meta is the file's key-value metadata under `trendconv`, not also inside the serialized Arrow schema
+    (a chunk's footer held every unit's meta twice); reading the file gives it as the schema's metadata."""
+    api.parse(a1_data, tmp_path / "work", api.ParseOptions(), workers=1, input_format="dump")
+    path = tmp_path / "work" / "dump" / "shards" / "step0_rank0.parquet"
+    parquet = pq.ParquetFile(path)
+    raw = parquet.metadata.metadata[b"trendconv"]
+    assert orjson.loads(raw) == shards.read_meta(path, FORMATS["dump"])
+    assert parquet.schema_arrow.metadata is None
+    assert parquet.read().schema.metadata == {b"trendconv": raw}
+    assert path.read_bytes().count(raw) == 1
 
 
 def test_shard_columns_have_no_statistics_and_dictionaries_only_for_strings(a1_data, tmp_path):

@@ -71,7 +71,7 @@ def data(converted) -> Path:
 def set_footer(path: Path, change) -> None:
     """Rewrite the footer document of the shard at PATH as CHANGE(document) returns it (JSON, or raw bytes)."""
     table = pq.read_table(path)
-    new = change(orjson.loads(table.schema.metadata[shards.META_KEY]))
+    new = change(orjson.loads(pq.ParquetFile(path).metadata.metadata[shards.META_KEY]))
     raw = new if isinstance(new, bytes) else json.dumps(new).encode()
     pq.write_table(table.replace_schema_metadata({shards.META_KEY: raw}), path)
 

@@ -8,6 +8,7 @@ have (`Format.shard_schema`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,20 +83,22 @@ def shard_dir(part: Path) -> Path:
 
 
 def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
-    """Write to a temporary name in the same directory, then rename: readers never see half a shard."""
-    table = table.replace_schema_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
+    """Write to a temporary name in the same directory, then rename: readers never see half a shard.
+
+    META goes into the file's key-value metadata alone. As the schema's metadata it was also kept inside the
+    serialized Arrow schema that pyarrow writes beside it: a chunk's footer held every unit's meta twice (once in
+    base64), and opening a chunk of 256 monitor files took twice as long as its rows. A reader gets META as the
+    schema's metadata all the same."""
+    table = table.replace_schema_metadata(None)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         make_directory(path.parent)
-        pq.write_table(
-            table,
-            tmp,
-            compression="snappy",
-            row_group_size=max(table.num_rows, 1),
-            use_dictionary=_dictionary_columns(table.schema),
-            write_statistics=False,  # nothing filters shards; statistics were a third of the write time
-            write_page_checksum=True,  # a changed byte in the rows fails the read (`_open`), not loads other values
-        )
+        try:
+            _write_parquet(tmp, table, meta)
+        except BaseException:
+            with contextlib.suppress(OSError):  # as pq.write_table does: what is at our temporary name is ours
+                os.remove(tmp)
+            raise
         fault_point("shard-before-rename")
         os.replace(tmp, path)
     except OSError as exc:  # WORK's fault (full, read-only, a directory in the way), never the input file's
@@ -103,6 +106,19 @@ def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
     finally:
         if tmp.is_file():
             tmp.unlink()
+
+
+def _write_parquet(tmp: Path, table: pa.Table, meta: dict) -> None:
+    with pq.ParquetWriter(
+        tmp,
+        table.schema,
+        compression="snappy",
+        use_dictionary=_dictionary_columns(table.schema),
+        write_statistics=False,  # nothing filters shards; statistics were a third of the write time
+        write_page_checksum=True,  # a changed byte in the rows fails the read (`_open`), not loads other values
+    ) as writer:
+        writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        writer.add_key_value_metadata({META_KEY: orjson.dumps(meta, option=orjson.OPT_SORT_KEYS)})
 
 
 def _dictionary_columns(schema: pa.Schema) -> list[str]:
@@ -133,8 +149,8 @@ def _footer(path: Path) -> tuple[object, int, pa.Schema]:
         raise DataError(f"{path}: not a readable trendconv shard (not a file); {schemas.AGAIN}")
     try:
         with pq.ParquetFile(path) as parquet:
-            rows, columns = parquet.metadata.num_rows, parquet.schema_arrow
-        document = orjson.loads((columns.metadata or {})[META_KEY])
+            rows, columns, pairs = parquet.metadata.num_rows, parquet.schema_arrow, parquet.metadata.metadata
+        document = orjson.loads((pairs or {})[META_KEY])  # the file's key-value metadata (see `write_shard`)
     except (OSError, pa.ArrowException, KeyError, orjson.JSONDecodeError) as exc:
         raise DataError(f"{path}: not a readable trendconv shard ({_reason(exc)}); {schemas.AGAIN}") from None
     return document, rows, columns
