@@ -80,7 +80,8 @@ QUICK = [
 PER_FILE, PER_FILE_QUICK = (2_000, 10_000), (200, 1_000)
 # (files, layers): ten times the files and ten times the rows, then the first count again with the rows of the second
 # (ten layers a file), so that what the file count alone adds to the peak shows apart from what the rows add
-MANY, MANY_QUICK = ((10_000, 1), (100_000, 1), (10_000, 10)), ((500, 1), (5_000, 1), (500, 10))
+# (files, layers): the last has the first's files and about the second's rows (1.49 M rows against 1.47 M)
+MANY, MANY_QUICK = ((10_000, 1), (100_000, 1), (10_000, 14)), ((500, 1), (5_000, 1), (500, 14))
 CACHE = HERE / ".data"
 
 
@@ -246,21 +247,24 @@ def per_file_section(result: dict) -> list[str]:
     return lines + [""]
 
 
-def many_files(counts: tuple[tuple[int, int], ...], workers: int) -> list[dict]:
-    """One run each on COUNTS (files, layers) of all nine metrics (one micro-batch): seconds and peak memory."""
+def many_files(counts: tuple[tuple[int, int], ...], workers: int, repeat: int) -> list[dict]:
+    """REPEAT interleaved rounds on COUNTS (files, layers) of all nine metrics (one micro-batch), each run timed and
+    sampled: seconds and peak memory; then one `trendconv load` of each run's shards."""
+    sets = [(data_for(tiny(f"{count} files", count, ALL_NINE, layers)), layers) for count, layers in counts]
+    runs: list[list[Measured]] = [[] for _ in sets]
+    for _ in range(repeat):
+        for index, (data, _) in enumerate(sets):
+            runs[index].append(run_trendconv(data, workers, _scratch(data), sample=True))
     found = []
-    for count, layers in counts:
-        data = data_for(tiny(f"{count} files", count, ALL_NINE, layers))
+    for (data, layers), measured in zip(sets, runs):
         files = csv_files(data)
-        measured = run_trendconv(data, workers, _scratch(data), sample=True)  # one run: timed and sampled
-        loaded = load_alone(_scratch(data) / f"tc_w{workers}")
         found.append(
             {
                 "files": len(files),
                 "layers": layers,
                 "bytes": sum(path.stat().st_size for path in files),
-                "measured": measured,
-                "load": loaded,
+                "measured": merged(measured),
+                "load": load_alone(_scratch(data) / f"tc_w{workers}"),
             }
         )
         print(f"done: {len(files)} files", file=sys.stderr)
@@ -276,13 +280,14 @@ def load_alone(out: Path) -> tuple[float, int]:
     return seconds, rss_kib
 
 
-def many_section(results: list[dict], workers: int) -> list[str]:
+def many_section(results: list[dict], workers: int, repeat: int) -> list[str]:
     lines = [
         "### Many files",
         "",
-        f"All nine metrics, one micro-batch, 4 ranks; one run each at {workers} workers (msprobe data2db not run: at "
-        "its speed the larger set takes hours). The last row has the first's files with the second's rows (ten "
-        "layers a file): the peak's growth from it to the second is the file count's alone.",
+        f"All nine metrics, one micro-batch, 4 ranks; at {workers} workers, medians of {repeat} interleaved rounds, "
+        "each run's peak sampled (msprobe data2db not run: at its speed the larger set takes hours); `trendconv load` "
+        "alone: one run. The last row has the first's files with about the second's rows (fourteen layers a file): "
+        "the difference of the peaks from it to the second is the file count's.",
         "",
         "| files | layers | rows | CSV MB | trendconv s | scan | parse | load (after parse) | index | ms per file | "
         "CSV MB/s | peak RSS MiB | `trendconv load` alone s | its peak RSS MiB |",
@@ -296,7 +301,7 @@ def many_section(results: list[dict], workers: int) -> list[str]:
             f"| {result['files']} | {result['layers']} | {measured.counts['rows']} | {result['bytes'] / 1e6:.1f} | "
             f"{total:.2f} | {stages} | "
             f"{total / result['files'] * 1e3:.2f} | {result['bytes'] / 1e6 / total:.1f} | "
-            f"{max(measured.rss_kib) / 1024:.0f} | {load_seconds:.2f} | {load_kib / 1024:.0f} |"
+            f"{statistics.median(measured.rss_kib) / 1024:.0f} | {load_seconds:.2f} | {load_kib / 1024:.0f} |"
         )
     return lines + [""]
 
@@ -326,7 +331,7 @@ def main() -> None:
     repeats = {LARGE: args.large_repeat or args.repeat}
     results = [bench(scenario, workers, repeats.get(scenario, args.repeat), args) for scenario in scenarios]
     costs = per_file(PER_FILE_QUICK if args.quick else PER_FILE, workers, args.repeat)
-    many = many_files(MANY_QUICK if args.quick else MANY, max(workers)) if args.many or args.quick else []
+    many = many_files(MANY_QUICK if args.quick else MANY, max(workers), args.repeat) if args.many or args.quick else []
     lines = [
         "# Monitor benchmark results",
         "",
@@ -345,7 +350,7 @@ def main() -> None:
         lines += section(result)
     lines += per_file_section(costs)
     if many:
-        lines += many_section(many, max(workers))
+        lines += many_section(many, max(workers), args.repeat)
     write_results(args.output, "\n".join(lines))
 
 
