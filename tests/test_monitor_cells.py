@@ -231,6 +231,8 @@ def test_a_header_line_longer_than_any_the_monitor_writes_is_read_but_not_kept(t
     extra = ",".join(f"extra_column_{index}" for index in range(400))
     content = HEADER.rstrip("\n") + "," + extra + "\n" + ROW.rstrip("\n") + "," + ",".join("1" * 400) + "\n"
     assert len(content.split("\n")[0]) > regular._CACHED_LINE
-    kept = regular._cached_layout.cache_info().currsize
+    regular._cached_layout.cache_clear()
     assert both_paths(csv_file(tmp_path, content.encode()), monkeypatch) is True
-    assert regular._cached_layout.cache_info().currsize == kept
+    assert regular._cached_layout.cache_info().currsize == 0
+    assert both_paths(csv_file(tmp_path, (HEADER + ROW).encode(), "actv_1-1.csv"), monkeypatch) is True
+    assert regular._cached_layout.cache_info().currsize == 1  # a header of the monitor's own size is kept
