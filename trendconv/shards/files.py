@@ -93,19 +93,14 @@ def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         make_directory(path.parent)
-        try:
-            _write_parquet(tmp, table, meta)
-        except BaseException:
-            with contextlib.suppress(OSError):  # as pq.write_table does: what is at our temporary name is ours
-                os.remove(tmp)
-            raise
+        _write_parquet(tmp, table, meta)
         fault_point("shard-before-rename")
         os.replace(tmp, path)
     except OSError as exc:  # WORK's fault (full, read-only, a directory in the way), never the input file's
         raise cannot_write(path, exc, ours=tmp) from None
     finally:
-        if tmp.is_file():
-            tmp.unlink()
+        with contextlib.suppress(OSError):  # whatever is left at our temporary name is ours (as pq.write_table had it)
+            os.remove(tmp)
 
 
 def _write_parquet(tmp: Path, table: pa.Table, meta: dict) -> None:

@@ -96,11 +96,6 @@ def _layout(line: bytes) -> _Layout | None:
     return _cached_layout(line) if len(line) <= _CACHED_LINE else _layout_of(line)
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_layout(line: bytes) -> _Layout | None:
-    return _layout_of(line)
-
-
 def _layout_of(line: bytes) -> _Layout | None:
     if line.endswith(b"\r"):
         line = line[:-1]
@@ -112,6 +107,9 @@ def _layout_of(line: bytes) -> _Layout | None:
     keys = tuple(key for key in _KEYS if key in header)
     stats = tuple(rules.stats_of(header))
     return _Layout(tuple(header), header.index("name"), keys, _indexes(header, keys), stats, _indexes(header, stats))
+
+
+_cached_layout = functools.lru_cache(maxsize=64)(_layout_of)
 
 
 def _indexes(header: list[str], names) -> tuple[int, ...]:

@@ -43,12 +43,13 @@ class CsvFile:
 
     @property
     def path(self) -> Path:
-        return self.data / self.run_dir / self.name
+        return Path(self.file)
 
     @property
     def file(self) -> str:
-        """str(`path`), made without a Path: the parse opens and stats every file by it, and two Path joins a
-        file were a sixth of the parse of small files. (A Path of '.' drops it: str(Path('.') / 'a') is 'a'.)"""
+        """The path as text, as str(DATA / run_dir / name) has it, made without a Path: the parse opens and stats
+        every file by it, and two Path joins a file were a sixth of the parse of small files. (A Path of '.' drops
+        it: str(Path('.') / 'a') is 'a'.)"""
         data = os.fspath(self.data)
         if data == ".":
             return f"{self.run_dir}/{self.name}"
