@@ -23,6 +23,7 @@ from trendconv.formats import FORMATS
 from trendconv.formats.monitor import metrics, rules
 from trendconv.formats.monitor.scan import scan_monitor
 from trendconv.loading import connection, schema
+from trendconv.scan.packed import PackedUnits
 from trendconv.summaries import ConvertSummary
 
 
@@ -363,19 +364,24 @@ def test_rank_strings_with_leading_zeros_are_separate_runs_of_one_rank(tmp_path)
     assert summary.load.duplicates == 1
 
 
-def test_the_scan_keeps_one_int_per_number_and_one_string_per_name_of_its_files(tmp_path):
-    """A run of 100,000 files repeats each step range in every rank and metric, and each file name in every rank:
-    the scan's units share their number objects (steps and sizes; an int above 256 is 32 bytes of its own) and
-    their names."""
+def test_the_scan_holds_its_files_packed_and_gives_them_back_whole_in_order(tmp_path):
+    """A run of 100,000 files: the scan's units are kept packed (trendconv.scan.packed), not as objects, and come
+    back with every field, the steps and size of the name and file included, in processing order."""
     data = tmp_path / "data"
     text = "vpp_stage,name,step,norm\n0,w,1000,1\n"
-    for rank in (0, 1):
-        write_run(data, {"actv_1000-1999.csv": text, "actv_grad_1000-1999.csv": text}, f"Feb20_16-27-56-rank{rank}-ab")
+    for rank in (1, 0):
+        write_run(data, {"actv_1000-1999.csv": text, "actv_grad_0-999.csv": text * 2}, f"Feb20_16-27-56-rank{rank}-ab")
     files = scan_monitor(data).files
-    assert [(csv_file.first, csv_file.last, csv_file.size) for csv_file in files] == [(1000, 1999, len(text))] * 4
-    assert len({id(number) for csv_file in files for number in (csv_file.first, csv_file.last, csv_file.size)}) == 3
-    assert sorted(csv_file.name for csv_file in files) == ["actv_1000-1999.csv"] * 2 + ["actv_grad_1000-1999.csv"] * 2
-    assert len({id(csv_file.name) for csv_file in files}) == 2
+    assert isinstance(files, PackedUnits)
+    fields = [(f.rank, f.run_dir, f.name, f.metric, f.data, f.first, f.last, f.size) for f in files]
+    assert fields == [
+        (rank, f"Feb20_16-27-56-rank{rank}-ab", name, metric, data, first, last, len(text) * copies)
+        for rank in (0, 1)
+        for name, metric, first, last, copies in (
+            ("actv_1000-1999.csv", "actv", 1000, 1999, 1),
+            ("actv_grad_0-999.csv", "actv_grad", 0, 999, 2),
+        )
+    ]
 
 
 def test_a_29_february_run_is_a_date_and_a_bad_time_tag_an_error(tmp_path):

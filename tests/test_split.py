@@ -420,6 +420,39 @@ def test_shard_lists_give_back_what_they_were_given():
         kept[600]
 
 
+def test_a_spilled_shard_list_keeps_its_blocks_in_an_unnamed_file_of_its_directory(tmp_path):
+    """`run` keeps the shards it has taken on disk until the parse ends (ShardList(spill=...)): the same shards
+    back, only their blocks' ends in memory, no name left in the directory, and pickled whole for a loader."""
+    import pickle
+
+    from trendconv.loading.records import ShardList
+    from trendconv.shards import Shard
+
+    given = [Shard(f"/w/{number}.parquet", {"rows": number, "s": "é"}) for number in range(600)]
+    kept = ShardList(spill=tmp_path)
+    assert (kept._blocks._file, os.listdir(tmp_path)) == (None, [])  # nothing made before the first block
+    for shard in given:
+        kept.append(shard)
+    kept.close()
+    assert isinstance(kept._blocks._file.name, int)  # O_TMPFILE: a descriptor, no name (Linux)
+    assert (len(kept._blocks), os.listdir(tmp_path)) == (3, [])
+    assert os.fstat(kept._blocks._file.fileno()).st_size == kept._blocks._ends[-1]  # written through, unbuffered
+    assert list(kept) == given and [kept[599], kept[256], kept[0]] == [given[599], given[256], given[0]]
+    again = pickle.loads(pickle.dumps(kept))
+    assert type(again._blocks) is list and list(again) == given
+
+
+def test_a_spilled_shard_list_that_cannot_write_names_the_directory(tmp_path):
+    from trendconv.errors import OutputError
+    from trendconv.loading.records import ShardList
+    from trendconv.shards import Shard
+
+    kept = ShardList(spill=tmp_path / "gone")
+    with pytest.raises(OutputError) as raised:
+        kept.extend(Shard(f"/w/{number}.parquet", {"rows": number}) for number in range(3))
+    assert str(raised.value) == f"{tmp_path / 'gone'}: cannot write: No such file or directory"
+
+
 def test_shards_in_order_are_kept_compressed_and_others_sorted_as_sorted_sorts_them():
     """`load` keeps a manifest's shards as they come (trendconv.loading.records.in_order): in a compressed list
     while they are in processing order, as this trendconv writes them, else sorted, equal keys in the order given."""

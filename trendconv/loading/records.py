@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import bisect
 import os
+import tempfile
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ import orjson
 import pyarrow as pa
 
 from trendconv import shards
+from trendconv.errors import cannot_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +109,16 @@ class ShardList(Sequence):
     """Shards in order, kept as compressed blocks of up to BLOCK shards: `append` and `extend` take shards (whole
     or packed), indexing and iteration give them whole (a new Shard each time), a block decoded once for a pass in
     order. `close` compresses the shards not yet in a block (a list that will not grow soon). Pickled as its
-    blocks, for a loader process."""
+    blocks, for a loader process.
+
+    With SPILL (a directory), the blocks go to an unnamed temporary file there (gone with the list, or the
+    process) rather than memory: `run` keeps every shard it has taken until the parse ends, and even compressed,
+    48 bytes a monitor file were the most the main process held per file (benchmarks/RESULTS-monitor.md)."""
 
     BLOCK = 256
 
-    def __init__(self, shard_list: Iterable = ()) -> None:
-        self._blocks: list[bytes] = []
+    def __init__(self, shard_list: Iterable = (), *, spill: Path | None = None) -> None:
+        self._blocks: list[bytes] | _Spill = [] if spill is None else _Spill(spill)
         self._sizes: list[int] = []  # of each block's JSON
         self._ends: list[int] = []  # the number of shards up to the end of each block
         self._tail: list[tuple[str, dict]] = []  # not in a block yet
@@ -172,7 +179,38 @@ class ShardList(Sequence):
         return self._decoded[1]
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_decoded": (-1, [])}
+        return {**self.__dict__, "_blocks": list(self._blocks), "_decoded": (-1, [])}
+
+
+class _Spill:
+    """Blocks appended to an unnamed temporary file in DIRECTORY (made at the first block): a list of bytes to
+    `ShardList`, that holds only where each block ends."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._file = None
+        self._ends = array("q")
+
+    def append(self, block: bytes) -> None:
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(buffering=0, prefix=".trendconv-taken-", dir=self._directory)
+            self._file.seek(0, os.SEEK_END)
+            self._file.write(block)
+            self._ends.append(self._file.tell())
+        except OSError as exc:  # named by the directory: the file's own name, if it has one, is a random one
+            raise cannot_write(self._directory, OSError(exc.errno, exc.strerror)) from None
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, number: int) -> bytes:
+        start = self._ends[number - 1] if number else 0
+        self._file.seek(start)
+        return self._file.read(self._ends[number] - start)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return map(self.__getitem__, range(len(self)))
 
 
 def _whole(item) -> shards.Shard:

@@ -120,6 +120,8 @@ class Feeder:
     def plan(self, tasks) -> None:
         """TASKS: the parse tasks (trendconv.parsing.Tasks, in processing order), each of which will be ready once."""
         self.count = len(tasks)
+        # what is taken waits on disk, beside the shards, until the parse ends (trendconv.loading.records)
+        self.done = ShardList(spill=shards.shard_dir(tasks.part))
 
     def shard_ready(self, task, meta: dict) -> None:
         shard = shards.Shard(task.shard_file, meta)

@@ -8,12 +8,14 @@ from pathlib import Path
 from trendconv import int64
 from trendconv.errors import DataError
 from trendconv.scan.fs import check_data, is_dir, is_file, list_dir
+from trendconv.scan.packed import quick_pickle
 from trendconv.selection import EVERYTHING, Selection
 
 STEPS_LEFT_OUT, ITEMS_LEFT_OUT = "step directory", "rank/proc directory"
 
 
-@dataclass(frozen=True, slots=True)  # slots: a run of 100,000 file sets holds them all while it parses
+@quick_pickle  # sent to a worker, kept packed while the parse runs (trendconv.scan.packed)
+@dataclass(frozen=True, slots=True)
 class FileSet:
     """One (step, rank) of dump data: the unit of work of the parse stage."""
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from trendconv.errors import DataError, plural, require_utf8
 from trendconv.formats.monitor.metrics import METRICS
 from trendconv.scan.fs import check_data, file_size, is_dir, is_file, list_dir
+from trendconv.scan.packed import PackedUnits, quick_pickle
 from trendconv.selection import EVERYTHING, Selection
 
 HOOK_PREFIXES = ("attention_hook", "linear_hook", "moe_router_weight_hook", "moe_router_logit_hook")
@@ -25,6 +26,7 @@ _PART = re.compile(r"\w+_\d+-\d+_part_\d+\.csv$")
 _TIME_FORMAT, _YEAR = "%b%d_%H-%M-%S %Y", "2000"
 
 
+@quick_pickle
 @dataclass(frozen=True, slots=True)
 class CsvFile:
     """One monitor CSV file: the unit of work of the parse stage. Slotted and without cached values: the main
@@ -80,11 +82,12 @@ def order(rank: int, run_dir: str, name: str, metric: str, steps: tuple[int, int
 
 @dataclass
 class MonitorScan:
-    files: list[CsvFile] = field(default_factory=list)
+    files: PackedUnits = field(default_factory=PackedUnits)  # in processing order
     warnings: list[str] = field(default_factory=list)
     skipped_files: Counter = field(default_factory=Counter)
     left_out: Counter = field(default_factory=Counter)  # outside the selection: what (a noun) -> count
-    partly: list[CsvFile] = field(default_factory=list)  # files whose steps are only partly selected
+    partly: int = 0  # files whose steps are only partly selected
+    first_partly: CsvFile | None = None  # the first of them in processing order
 
 
 @dataclass(frozen=True)
@@ -114,16 +117,18 @@ def scan_monitor(data: Path, selection: Selection = EVERYTHING) -> MonitorScan:
         raise DataError(
             f"{data}: no monitor data: no run directories (expected names like 'Feb20_16-27-56-rank0-1a2b3c4d')"
         )
-    # One object per value: the steps of a range repeat in every rank and metric, a file name in every rank.
-    shared: dict[int | str, int | str] = {}
-    for run in _newest_per_rank(data, runs, result):
-        result.files.extend(_csv_files(data, run, result, selection, shared))
+    # A run's files are sorted and packed before the next run is listed: only one run's files are objects at a time.
+    for run in sorted(_newest_per_rank(data, runs, result), key=lambda run: (run.rank, run.name)):
+        result.files.extend(sorted(_csv_files(data, run, result, selection), key=_order_of))
     _warn_partly(result, selection)
     if not result.files:
         raise DataError(_nothing_found(data, selection), warnings=result.warnings)
     _warn_unusual(result)
-    result.files.sort(key=lambda csv_file: csv_file.order)
     return result
+
+
+def _order_of(csv_file: CsvFile) -> tuple:
+    return csv_file.order
 
 
 def _nothing_found(data: Path, selection: Selection) -> str:
@@ -176,12 +181,9 @@ def _newest_per_rank(data: Path, runs: list[RunDir], result: MonitorScan) -> lis
     return chosen
 
 
-def _csv_files(
-    data: Path, run: RunDir, result: MonitorScan, selection: Selection, shared: dict[int | str, int | str]
-) -> list[CsvFile]:
+def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selection) -> list[CsvFile]:
     """The run's accepted files. Per file only text is handled (a run may hold 100,000 files): its Path is made
-    when something asks for it, and its numbers and name are those of SHARED, where another rank's file has them
-    (an int above 256 is an object of 32 bytes, a name some 70)."""
+    when something asks for it."""
     files = []
     run_path = data / run.name
     for name in list_dir(run_path):
@@ -195,25 +197,24 @@ def _csv_files(
         if not name.isascii():  # the run directory's name was checked
             require_utf8(run_path / name)
         metric, first, last = named
-        name, first, last, size = (shared.setdefault(value, value) for value in (name, first, last, size))
         csv_file = CsvFile(run.rank, run.name, name, metric, data, size, first, last)
         if selection.step_range(first, last):
             files.append(csv_file)
         else:
             result.left_out["monitor CSV file"] += 1
             if selection.steps.meets(first, last):
-                result.partly.append(csv_file)
+                result.partly += 1
+                result.first_partly = min(result.first_partly or csv_file, csv_file, key=_order_of)
     return files
 
 
 def _warn_partly(result: MonitorScan, selection: Selection) -> None:
     """A file is taken whole or not at all: say which files the selected steps only cut into."""
     if result.partly:
-        first = min(result.partly, key=lambda csv_file: csv_file.order)
         result.warnings.append(
-            f"{plural(len(result.partly), 'monitor CSV file')} only partly inside the selected steps left out "
-            f"(first: {first.relative}): a file is taken only when its name's steps <a>-<b> are all selected "
-            f"({selection}); select all of its steps to take it"
+            f"{plural(result.partly, 'monitor CSV file')} only partly inside the selected steps left out "
+            f"(first: {result.first_partly.relative}): a file is taken only when its name's steps <a>-<b> are all "
+            f"selected ({selection}); select all of its steps to take it"
         )
 
 
