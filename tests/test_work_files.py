@@ -786,3 +786,31 @@ def test_a_chunk_that_does_not_match_its_rows_is_found_before_the_next_chunk_is_
         "delete it and run `trendconv parse` again\n",
     )
     assert not (tmp_path / "out" / "monitor_data.trend.db").exists()
+
+
+@pytest.mark.parametrize("colliding", [False, True])
+def test_chunk_lookups_find_each_units_metas_in_file_name_order(tmp_path, monkeypatch, colliding):
+    """An earlier parse's chunks are kept by their units' hashed shard names (trendconv.parsing.reuse.Chunks): a
+    unit held by two chunks (a stale entry and a new one) gives both metas in file-name order, a unit held by none
+    none, and names whose hashes collide (every name, here) still give only their own metas."""
+    from trendconv.parsing import reuse
+
+    if colliding:
+        monkeypatch.setattr(reuse, "_key", lambda name: 7)
+    fmt = FORMATS["monitor"]
+
+    def meta(file: str, chunk: str) -> dict:
+        return {"run_dir": RUN, "file": file, "chunk": chunk}
+
+    chunks = reuse.Chunks(tmp_path, fmt)
+    first = [meta(f"actv_{step}-{step}.csv", "a") for step in range(300)]
+    second = [meta("actv_5-5.csv", "b"), meta("actv_grad_0-0.csv", "b")]
+    chunks.add(tmp_path / "a.parquet", first)
+    chunks.add(tmp_path / "b.parquet", second)
+    chunks.close()
+    assert chunks.paths == [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    assert chunks.held(f"{RUN}/actv_5-5.csv.parquet") == [first[5], second[0]]
+    assert chunks.held(f"{RUN}/actv_grad_0-0.csv.parquet") == [second[1]]
+    assert chunks.held(f"{RUN}/actv_299-299.csv.parquet") == [first[299]]
+    assert chunks.held(f"{RUN}/actv_300-300.csv.parquet") == []
+    assert (chunks.metas(1), os.listdir(tmp_path)) == (second, [])  # the metas wait in a file without a name

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import tempfile
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +19,7 @@ import orjson
 import pyarrow as pa
 
 from trendconv import shards
-from trendconv.errors import cannot_write
+from trendconv.spill import SpilledBlocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +116,7 @@ class ShardList(Sequence):
     BLOCK = 256
 
     def __init__(self, shard_list: Iterable = (), *, spill: Path | None = None) -> None:
-        self._blocks: list[bytes] | _Spill = [] if spill is None else _Spill(spill)
+        self._blocks: list[bytes] | SpilledBlocks = [] if spill is None else SpilledBlocks(spill, ".trendconv-taken-")
         self._sizes: list[int] = []  # of each block's JSON
         self._ends: list[int] = []  # the number of shards up to the end of each block
         self._tail: list[tuple[str, dict]] = []  # not in a block yet
@@ -180,37 +178,6 @@ class ShardList(Sequence):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_blocks": list(self._blocks), "_decoded": (-1, [])}
-
-
-class _Spill:
-    """Blocks appended to an unnamed temporary file in DIRECTORY (made at the first block): a list of bytes to
-    `ShardList`, that holds only where each block ends."""
-
-    def __init__(self, directory: Path) -> None:
-        self._directory = directory
-        self._file = None
-        self._ends = array("q")
-
-    def append(self, block: bytes) -> None:
-        try:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(buffering=0, prefix=".trendconv-taken-", dir=self._directory)
-            self._file.seek(0, os.SEEK_END)
-            self._file.write(block)
-            self._ends.append(self._file.tell())
-        except OSError as exc:  # named by the directory: the file's own name, if it has one, is a random one
-            raise cannot_write(self._directory, OSError(exc.errno, exc.strerror)) from None
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    def __getitem__(self, number: int) -> bytes:
-        start = self._ends[number - 1] if number else 0
-        self._file.seek(start)
-        return self._file.read(self._ends[number] - start)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return map(self.__getitem__, range(len(self)))
 
 
 def _whole(item) -> shards.Shard:

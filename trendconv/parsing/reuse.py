@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import os
+from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
+import pyarrow as pa
 
 from trendconv import shards
 from trendconv.errors import DataError, cannot_write, plural
 from trendconv.formats import Format
 from trendconv.parsing.tasks import ParseTask, source_stats
 from trendconv.selection import EVERYTHING, Selection
+from trendconv.spill import SpilledBlocks
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 STATUSES = (OK, STALE, CORRUPT, MISSING)
@@ -33,7 +38,7 @@ def status_of(
     status, meta = (MISSING, None) if present is not None and name not in present else _own_status(task, options)
     if status == OK or chunks is None:
         return status, meta
-    held = chunks.units.get(name, [])
+    held = chunks.held(name)
     record, sources = options or task.options.record(), source_stats(task) if held else None
     for candidate in held:
         if _same_unit(task, candidate) and candidate["options"] == record and candidate["sources"] == sources:
@@ -78,15 +83,72 @@ def _same_unit(task: ParseTask, meta: dict) -> bool:
     return all(meta[key] == value for key, value in task.format.identity(task.unit).items())
 
 
-@dataclass
 class Chunks:
-    """The chunk files of a format's part of WORK (trendconv.shards) and the units' shards they hold."""
+    """The chunk files of a format's part of WORK (trendconv.shards) and the units' shards they hold.
 
-    units: dict[str, list[dict]] = field(default_factory=dict)  # unit's shard name -> its metas, file-name order
-    holds: dict[Path, list[dict]] = field(default_factory=dict)  # a chunk trendconv wrote -> its units' metas
-    foreign: list[Path] = field(default_factory=list)  # under the chunk directory, not a chunk trendconv wrote
-    broken: list[Path] = field(default_factory=list)  # a chunk whose footer names it, but is not valid: removed
-    damaged: set[str] = field(default_factory=set)  # units a foreign file's footer names: their status is corrupt
+    Kept small, as an earlier parse may have left 100,000 units in chunks (their metas as dicts were 300 MiB): a
+    chunk's metas wait compressed in an unnamed file beside the chunks (trendconv.spill) and are read back a chunk
+    at a time, and per unit only the hash of its shard name and its chunk's number are in memory, sorted, to find
+    the chunks that may hold a unit (a hash shared by two names only costs a look at one more chunk)."""
+
+    _RECENT = 4  # chunks whose metas are kept decoded: a chunk's units come one after another
+
+    def __init__(self, directory: Path, fmt: Format) -> None:
+        self.format = fmt
+        self.paths: list[Path] = []  # the good chunks, in file-name order: a chunk's number is its index here
+        self.foreign: list[Path] = []  # under the chunk directory, not a chunk trendconv wrote
+        self.broken: list[Path] = []  # a chunk whose footer names it, but is not valid: removed
+        self.damaged: set[str] = set()  # units a foreign file's footer names: their status is corrupt
+        self._blocks, self._sizes = SpilledBlocks(directory, ".trendconv-chunks-"), array("q")
+        self._hashes, self._numbers = array("q"), array("q")
+        self._recent: dict[int, dict[str, list[dict]]] = {}
+
+    def add(self, path: Path, metas: list[dict]) -> None:
+        number = len(self.paths)
+        self.paths.append(path)
+        document = orjson.dumps(metas)
+        self._blocks.append(pa.compress(document, codec=_CODEC, asbytes=True))
+        self._sizes.append(len(document))
+        for meta in metas:
+            self._hashes.append(_key(self.format.meta_shard_name(meta)))
+            self._numbers.append(number)
+
+    def close(self) -> None:
+        """Every chunk is added: the units' hashes are sorted (stably: a hash's chunks stay in file-name order)."""
+        order = sorted(range(len(self._hashes)), key=self._hashes.__getitem__)
+        self._hashes = array("q", map(self._hashes.__getitem__, order))
+        self._numbers = array("q", map(self._numbers.__getitem__, order))
+
+    def held(self, name: str) -> list[dict]:
+        """The metas of the unit whose shard name is NAME in every chunk that holds it, in file-name order."""
+        found, key = [], _key(name)
+        position, last = bisect.bisect_left(self._hashes, key), None
+        while position < len(self._hashes) and self._hashes[position] == key:
+            number = self._numbers[position]
+            if number != last:
+                found += self._by_name(number).get(name, [])
+            position, last = position + 1, number
+        return found
+
+    def metas(self, number: int) -> list[dict]:
+        """The metas of the units of chunk NUMBER (`paths[number]`)."""
+        document = pa.decompress(self._blocks[number], self._sizes[number], codec=_CODEC, asbytes=True)
+        return orjson.loads(document)
+
+    def _by_name(self, number: int) -> dict[str, list[dict]]:
+        """Chunk NUMBER's metas by their units' shard names, kept for the next units (the last few chunks')."""
+        by_name = self._recent.get(number)
+        if by_name is None:
+            by_name = self._recent[number] = {}
+            for meta in self.metas(number):
+                by_name.setdefault(self.format.meta_shard_name(meta), []).append(meta)
+            if len(self._recent) > self._RECENT:
+                del self._recent[next(iter(self._recent))]
+        return by_name
+
+
+_CODEC = "lz4"  # as trendconv.loading.records
+_key = hash  # of a shard name: this process's own (salted), which is all the index needs
 
 
 def _document(path: Path) -> object:
@@ -107,7 +169,7 @@ def _named_units(document: object, fmt: Format) -> set[str]:
 def chunks_of(part: Path, fmt: Format) -> Chunks:
     """Every chunk file of PART, its footer checked (trendconv.shards.read_chunk)."""
     directory = shards.shard_dir(part)
-    found = Chunks()
+    found = Chunks(directory, fmt)
     for path in shards.list_shards(part):
         if not shards.is_chunk(path, directory):
             continue
@@ -121,9 +183,8 @@ def chunks_of(part: Path, fmt: Format) -> Chunks:
             names_it = type(document) is dict and document.get("chunk") == path.relative_to(directory).as_posix()
             (found.broken if names_it and not path.is_symlink() else found.foreign).append(path)
             continue
-        found.holds[path] = metas
-        for meta in metas:
-            found.units.setdefault(fmt.meta_shard_name(meta), []).append(meta)
+        found.add(path, metas)
+    found.close()
     return found
 
 
@@ -190,8 +251,11 @@ def _remove_chunks(
     gone = 0
     for path in chunks.broken:
         _remove(path, directory)
-    for path, metas in chunks.holds.items():
-        if path not in used and all(_selected(fmt, meta, selection) for meta in metas):
+    for number, path in enumerate(chunks.paths):
+        if path in used:
+            continue
+        metas = chunks.metas(number)
+        if all(_selected(fmt, meta, selection) for meta in metas):
             _remove(path, directory)
             gone += sum(fmt.meta_shard_name(meta) not in units.names for meta in metas)
     return gone

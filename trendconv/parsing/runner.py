@@ -102,7 +102,7 @@ def run_parse(
     summary.removed_orphans, foreign = remove_orphans(part, tasks.units, fmt, options.selection, chunks, used)
     summary.warnings += foreign_warnings(part, foreign)
     # what the chunk footers said is used now; only the names of the chunk files are needed further on
-    held = None if chunks is None else set(chunks.holds)
+    held = None if chunks is None else set(chunks.paths)
     del chunks, used
     sizes = array("q", map(_size, todo))  # each file looked at once: thousands of small files a second
     executor = executor or local_executor(_workers_for(workers, len(todo)), sum(sizes))
@@ -120,7 +120,7 @@ def _reuse(tasks: Tasks, chunks, present, take) -> tuple[Sequence[ParseTask], se
     there may be 100,000 (~2.5 kB a dump file set). The tasks to parse, and the files that hold the good shards of a
     chunked format (CHUNKS). A WORK without shards has none to look at: every task is to parse."""
     todo, used = [], None if chunks is None else set()
-    if present is not None and not present and (chunks is None or not (chunks.units or chunks.damaged)):
+    if present is not None and not present and (chunks is None or not (chunks.paths or chunks.damaged)):
         return tasks, used
     for task in tasks:
         status, meta = status_of(task, chunks=chunks, present=present)
