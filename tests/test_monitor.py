@@ -229,6 +229,20 @@ def test_duplicates_keep_the_first_row_and_are_counted(tmp_path):
     ]
 
 
+def test_the_scan_counts_files_named_on_after_csv_and_names_the_first_in_processing_order(tmp_path):
+    data = tmp_path / "data"
+    text = "vpp_stage,name,step,norm\n0,w,0,1\n"
+    write_run(data, {"actv_0-0.csv.bak": text}, "Feb20_16-27-56-rank1-ab")
+    write_run(
+        data, {"actv_5-5.csv.bak": text, "actv_1-1.csv.old": text, "actv_1-1.csv": text}, "Feb20_16-27-56-rank0-ab"
+    )
+    assert scan_monitor(data).warnings == [
+        "3 files with a name that goes on after '.csv' converted, as msprobe data2db does (e.g. "
+        "Feb20_16-27-56-rank0-ab/actv_1-1.csv.old); where such a file repeats a row of the live file, the live row is "
+        "kept"
+    ]
+
+
 def test_invalid_rows_are_skipped_and_counted(tmp_path):
     data = tmp_path / "data"
     grad = "vpp_stage,name,step,norm\n0,w,0,1\nx,w,1,2\n0,w,y,3\n,w,2,4\n0,w,3,5\n"

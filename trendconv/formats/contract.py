@@ -202,7 +202,8 @@ class Format(ABC):
 
     @abstractmethod
     def meta_fields(self) -> dict[str, Check]:
-        """The keys of its shards' meta besides the common ones, each with its check (trendconv.schemas)."""
+        """The keys of its shards' meta besides the common ones, each with its check (trendconv.schemas). Asked
+        once per format object: the checks are kept."""
 
     @abstractmethod
     def check_meta(self, meta: dict) -> None:

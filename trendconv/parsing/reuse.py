@@ -188,11 +188,6 @@ def chunks_of(part: Path, fmt: Format) -> Chunks:
     return found
 
 
-def holder(task: ParseTask, meta: dict) -> Path:
-    """The file (its own, or a chunk) that holds TASK's good shard, whose meta is META."""
-    return Path(meta["chunk"]) if "chunk" in meta else task.shard_path
-
-
 def remove_orphans(
     part: Path,
     units: Sequence,

@@ -29,7 +29,6 @@ from trendconv.parsing.reuse import (
     OK,
     chunks_of,
     foreign_warnings,
-    holder,
     present_shards,
     remove_orphans,
     status_of,
@@ -119,7 +118,7 @@ def _reuse(tasks: Tasks, chunks, present, take) -> tuple[Sequence[ParseTask], se
     """TAKE(task, meta) each task whose shard is good as it is found (`status_of`): its meta is not kept here, where
     there may be 100,000 (~2.5 kB a dump file set). The tasks to parse, and the files that hold the good shards of a
     chunked format (CHUNKS). A WORK without shards has none to look at: every task is to parse."""
-    todo, used = [], None if chunks is None else set()
+    todo, used = _Todo(tasks), None if chunks is None else set()
     if present is not None and not present and (chunks is None or not (chunks.paths or chunks.damaged)):
         return tasks, used
     for task in tasks:
@@ -127,10 +126,32 @@ def _reuse(tasks: Tasks, chunks, present, take) -> tuple[Sequence[ParseTask], se
         if status != OK:
             todo.append(task)
             continue
-        if used is not None:
-            used.add(holder(task, meta))
+        if used is not None:  # as text: a Path a unit cost more than the rest of its look
+            used.add(meta.get("chunk") or task.shard_file)
         take(task, meta)
-    return todo, used
+    return todo, None if used is None else set(map(Path, used))
+
+
+class _Todo(Sequence):
+    """The tasks to parse, of TASKS (the plan's), kept as their positions: every task of a run whose sources or
+    options all changed would otherwise be an object here (~250 bytes with its unit) while the parse runs."""
+
+    def __init__(self, tasks: Tasks) -> None:
+        self._tasks, self._positions = tasks, array("q")
+
+    def append(self, task: ParseTask) -> None:
+        self._positions.append(task.position)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._tasks[position] for position in self._positions[index]]
+        return self._tasks[self._positions[index]]
+
+    def __iter__(self) -> Iterator[ParseTask]:
+        return map(self._tasks.__getitem__, self._positions)
 
 
 def _taken(summary: ParseSummary, located: list | None, task: ParseTask, meta: dict, on_shard, *, reused: bool) -> None:

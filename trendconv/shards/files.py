@@ -271,7 +271,9 @@ def read_chunk(path: Path, fmt: Format) -> list[dict]:
         raise OtherShardFormat(f"{path}: {exc}; {schemas.AGAIN}") from None
     except schemas.Invalid as exc:
         raise DataError(f"{path}: unexpected footer: {exc}; {schemas.AGAIN}") from None
-    if not _union_of(columns.remove_metadata(), [fmt.shard_schema(unit) for unit in units]):
+    # each distinct schema once (a format caches them: a chunk's units mostly share one)
+    parts = list({id(part): part for part in map(fmt.shard_schema, units)}.values())
+    if not _union_of(columns.remove_metadata(), parts):
         raise DataError(f"{path}: unexpected shard columns; {schemas.AGAIN}")
     return [_located(unit, path) for unit in units]
 

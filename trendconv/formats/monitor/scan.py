@@ -88,6 +88,8 @@ class MonitorScan:
     left_out: Counter = field(default_factory=Counter)  # outside the selection: what (a noun) -> count
     partly: int = 0  # files whose steps are only partly selected
     first_partly: CsvFile | None = None  # the first of them in processing order
+    odd: int = 0  # files taken whose names go on after '.csv' (`<metric>_<a>-<b>.csv.bak`)
+    first_odd: CsvFile | None = None  # the first of them in processing order
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,9 @@ def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selectio
         csv_file = CsvFile(run.rank, run.name, name, metric, data, size, first, last)
         if selection.step_range(first, last):
             files.append(csv_file)
+            if not name.endswith(".csv"):
+                result.odd += 1
+                result.first_odd = min(result.first_odd or csv_file, csv_file, key=_order_of)
         else:
             result.left_out["monitor CSV file"] += 1
             if selection.steps.meets(first, last):
@@ -276,9 +281,9 @@ def _warn_unusual(result: MonitorScan) -> None:
         result.warnings.append(
             f"{plural(hooks, 'L2 feature CSV file')} (*_hook_*.csv) left out, as msprobe data2db does"
         )
-    odd = [csv_file for csv_file in result.files if not csv_file.name.endswith(".csv")]
-    if odd:
+    if result.odd:
         result.warnings.append(
-            f"{plural(len(odd), 'file')} with a name that goes on after '.csv' converted, as msprobe data2db does "
-            f"(e.g. {odd[0].relative}); where such a file repeats a row of the live file, the live row is kept"
+            f"{plural(result.odd, 'file')} with a name that goes on after '.csv' converted, as msprobe data2db does "
+            f"(e.g. {result.first_odd.relative}); where such a file repeats a row of the live file, the live row is "
+            "kept"
         )
