@@ -86,6 +86,18 @@ def test_the_many_files_load_alone_reads_the_runs_shards(tmp_path):
     assert seconds > 0 and rss_kib > 0
 
 
+def test_the_many_files_rerun_reuses_the_runs_work_and_writes_the_same_database(tmp_path):
+    """benchmarks.monitor's re-run column: `trendconv run` again over a run's output, every shard reused."""
+    from benchmarks.monitor import rerun
+
+    data = tmp_path / "monitor"
+    generate(data, ranks=2, steps=2, layers=1, micro_batches=1, metrics=("actv",))
+    first = run_command("monitor", data, tmp_path / "out", 2)
+    again = rerun(data, 2, tmp_path / "out")
+    assert (again.counts, again.db_sha256) == (first.counts, first.db_sha256)
+    assert again.rss_kib[0] > 16 * 1024  # sampled: a Python process that imported pyarrow, at least
+
+
 def test_timed_runs_are_not_sampled_and_the_peak_memory_comes_from_a_run_of_its_own(tmp_path):
     """A sample of the process tree costs CPU that a command on both cores would pay: the timed runs go without."""
     timed = run_command("dump", SAMPLE, tmp_path / "out", 2)
