@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     import pyarrow as pa
 
@@ -37,9 +37,10 @@ Unit = Any  # a format's own frozen dataclass
 
 @dataclass
 class Scanned:
-    """What a scan found: the units in processing order, warnings, and files left out (reason -> count)."""
+    """What a scan found: the units in processing order, warnings, and files left out (reason -> count). UNITS may
+    be any sequence: a list, or (for many units) a trendconv.scan.packed.PackedUnits, as the plan keeps them."""
 
-    units: list
+    units: Sequence
     warnings: list[str] = field(default_factory=list)
     skipped_files: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)  # outside the selection: what (a noun) -> count
