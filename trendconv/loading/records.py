@@ -9,17 +9,15 @@ back whole one block at a time; a `Packed` shard holds its meta as JSON bytes (a
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
 
 from trendconv import shards
-from trendconv.spill import SpilledBlocks
+from trendconv.blocks import CompressedList
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,68 +96,26 @@ def metas_of(shard_list: Iterable) -> Iterator[dict]:
     return (shard.meta for shard in shard_list)
 
 
-# LZ4: 100,000 files' metas are some 70 MB of JSON, kept at 1/16 of that; zlib (at level 1) kept 1/22, but took
-# 7% of the main process's time in `run` on 18,000 monitor files (sampled), six times what LZ4 takes.
-_CODEC = "lz4"
+class ShardList(CompressedList):
+    """Shards in order (trendconv.blocks.CompressedList): `append` and `extend` take shards (whole or packed),
+    indexing and iteration give them whole (a new Shard each time). Blocks of 256 paths and metas as JSON (some 45
+    bytes a tiny shard, the metas of a run being much alike).
 
-
-class ShardList(Sequence):
-    """Shards in order, kept as compressed blocks of up to BLOCK shards: `append` and `extend` take shards (whole
-    or packed), indexing and iteration give them whole (a new Shard each time), a block decoded once for a pass in
-    order. `close` compresses the shards not yet in a block (a list that will not grow soon). Pickled as its
-    blocks, for a loader process.
-
-    With SPILL (a directory), the blocks go to an unnamed temporary file there (gone with the list, or the
-    process) rather than memory: `run` keeps every shard it has taken until the parse ends, and even compressed,
-    48 bytes a monitor file were the most the main process held per file (benchmarks/RESULTS-monitor.md)."""
-
-    BLOCK = 256
+    With SPILL (a directory), the blocks wait in an unnamed file there: `run` keeps every shard it has taken until
+    the parse ends, and even compressed, 48 bytes a monitor file were the most the main process held per file."""
 
     def __init__(self, shard_list: Iterable = (), *, spill: Path | None = None) -> None:
-        self._blocks: list[bytes] | SpilledBlocks = [] if spill is None else SpilledBlocks(spill, ".trendconv-taken-")
-        self._sizes: list[int] = []  # of each block's JSON
-        self._ends: list[int] = []  # the number of shards up to the end of each block
-        self._tail: list[tuple[str, dict]] = []  # not in a block yet
-        self._decoded: tuple[int, list] = (-1, [])
-        self.extend(shard_list)
+        super().__init__(shard_list, spill=spill, prefix=".trendconv-taken-")
 
-    def append(self, shard: shards.Shard | Packed) -> None:
+    def _stored(self, shard: shards.Shard | Packed) -> tuple[str, dict]:
         # the path's bytes as latin-1 text: any byte a file name may hold survives the JSON
-        self._tail.append((os.fsencode(shard.text).decode("latin-1"), shard.meta))
-        if len(self._tail) == self.BLOCK:
-            self.close()
+        return (os.fsencode(shard.text).decode("latin-1"), shard.meta)
 
-    def extend(self, shard_list: Iterable) -> None:
-        for shard in shard_list:
-            self.append(shard)
-        self.close()
+    def _item(self, stored: list) -> shards.Shard:
+        return _whole(stored)
 
-    def close(self) -> None:
-        if self._tail:
-            end = len(self)
-            document = orjson.dumps(self._tail)
-            self._blocks.append(pa.compress(document, codec=_CODEC, asbytes=True))
-            self._sizes.append(len(document))
-            self._ends.append(end)
-            self._tail = []
-
-    def __len__(self) -> int:
-        return (self._ends[-1] if self._ends else 0) + len(self._tail)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[number] for number in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        block = bisect.bisect_right(self._ends, index)
-        start = self._ends[block - 1] if block else 0
-        return _whole(self._block(block)[index - start])
-
-    def __iter__(self) -> Iterator[shards.Shard]:
-        for block in range(len(self._blocks) + 1):
-            yield from map(_whole, self._block(block))
+    _encode = staticmethod(orjson.dumps)
+    _decode = staticmethod(orjson.loads)
 
     def metas(self) -> Iterator[dict]:
         """The shards' metas alone, in order: a pass that needs no path makes none (a Path per shard costs more
@@ -167,17 +123,6 @@ class ShardList(Sequence):
         for block in range(len(self._blocks) + 1):
             for _, meta in self._block(block):
                 yield meta
-
-    def _block(self, number: int) -> list:
-        if number == len(self._blocks):
-            return self._tail
-        if self._decoded[0] != number:
-            document = pa.decompress(self._blocks[number], self._sizes[number], codec=_CODEC, asbytes=True)
-            self._decoded = (number, orjson.loads(document))
-        return self._decoded[1]
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_blocks": list(self._blocks), "_decoded": (-1, [])}
 
 
 def _whole(item) -> shards.Shard:

@@ -14,11 +14,11 @@ import orjson
 import pyarrow as pa
 
 from trendconv import shards
+from trendconv.blocks import CODEC, SpilledBlocks
 from trendconv.errors import DataError, cannot_write, plural
 from trendconv.formats import Format
 from trendconv.parsing.tasks import ParseTask, source_stats
 from trendconv.selection import EVERYTHING, Selection
-from trendconv.spill import SpilledBlocks
 
 OK, STALE, CORRUPT, MISSING = "ok", "stale", "corrupt", "missing"
 STATUSES = (OK, STALE, CORRUPT, MISSING)
@@ -87,7 +87,7 @@ class Chunks:
     """The chunk files of a format's part of WORK (trendconv.shards) and the units' shards they hold.
 
     Kept small, as an earlier parse may have left 100,000 units in chunks (their metas as dicts were 300 MiB): a
-    chunk's metas wait compressed in an unnamed file beside the chunks (trendconv.spill) and are read back a chunk
+    chunk's metas wait compressed in an unnamed file beside the chunks (trendconv.blocks) and are read back a chunk
     at a time, and per unit only the hash of its shard name and its chunk's number are in memory, sorted, to find
     the chunks that may hold a unit (a hash shared by two names only costs a look at one more chunk)."""
 
@@ -107,7 +107,7 @@ class Chunks:
         number = len(self.paths)
         self.paths.append(path)
         document = orjson.dumps(metas)
-        self._blocks.append(pa.compress(document, codec=_CODEC, asbytes=True))
+        self._blocks.append(pa.compress(document, codec=CODEC, asbytes=True))
         self._sizes.append(len(document))
         for meta in metas:
             self._hashes.append(_key(self.format.meta_shard_name(meta)))
@@ -132,7 +132,7 @@ class Chunks:
 
     def metas(self, number: int) -> list[dict]:
         """The metas of the units of chunk NUMBER (`paths[number]`)."""
-        document = pa.decompress(self._blocks[number], self._sizes[number], codec=_CODEC, asbytes=True)
+        document = pa.decompress(self._blocks[number], self._sizes[number], codec=CODEC, asbytes=True)
         return orjson.loads(document)
 
     def _by_name(self, number: int) -> dict[str, list[dict]]:
@@ -147,7 +147,6 @@ class Chunks:
         return by_name
 
 
-_CODEC = "lz4"  # as trendconv.loading.records
 _key = hash  # of a shard name: this process's own (salted), which is all the index needs
 
 

@@ -9,79 +9,23 @@ pickling is quick (trendconv.formats.monitor.scan.CsvFile) makes a pass over the
 
 from __future__ import annotations
 
-import bisect
 import operator
 import pickle
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 
-_CODEC = "lz4"  # as trendconv.loading.records: quick both ways, and the blocks are alike
+from trendconv.blocks import CompressedList
 
 
-class PackedUnits(Sequence):
-    """Units in order, kept as compressed blocks of up to BLOCK units: `append` and `extend` take them, indexing and
-    iteration give them back (equal, not the same objects). A list that will not grow soon is `close`d (its last
-    units compressed too)."""
+class PackedUnits(CompressedList):
+    """Units in order (trendconv.blocks.CompressedList), blocks of 1,024 pickled; indexing and iteration give them
+    back equal, not the same objects."""
 
     BLOCK = 1024
 
-    def __init__(self, units: Iterable = ()) -> None:
-        self._blocks: list[bytes] = []
-        self._sizes: list[int] = []  # of each block's pickle
-        self._ends: list[int] = []  # the number of units up to the end of each block
-        self._tail: list = []  # not in a block yet
-        self._decoded: tuple[int, list] = (-1, [])
-        self.extend(units)
+    def _encode(self, units: list) -> bytes:
+        return pickle.dumps(units, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def append(self, unit) -> None:
-        self._tail.append(unit)
-        if len(self._tail) == self.BLOCK:
-            self._pack()
-
-    def extend(self, units: Iterable) -> None:
-        for unit in units:
-            self.append(unit)
-        self.close()
-
-    def close(self) -> None:
-        if self._tail:
-            self._pack()
-
-    def _pack(self) -> None:
-        import pyarrow as pa  # the parse has it imported; `trendconv --version` has not
-
-        document = pickle.dumps(self._tail, protocol=pickle.HIGHEST_PROTOCOL)
-        self._blocks.append(pa.compress(document, codec=_CODEC, asbytes=True))
-        self._sizes.append(len(document))
-        self._ends.append(len(self))
-        self._tail = []
-
-    def __len__(self) -> int:
-        return (self._ends[-1] if self._ends else 0) + len(self._tail)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[number] for number in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        block = bisect.bisect_right(self._ends, index)
-        start = self._ends[block - 1] if block else 0
-        return self._block(block)[index - start]
-
-    def __iter__(self) -> Iterator:
-        for block in range(len(self._blocks) + 1):
-            yield from self._block(block)
-
-    def _block(self, number: int) -> list:
-        if number == len(self._blocks):
-            return self._tail
-        if self._decoded[0] != number:
-            import pyarrow as pa
-
-            document = pa.decompress(self._blocks[number], self._sizes[number], codec=_CODEC, asbytes=True)
-            self._decoded = (number, pickle.loads(document))
-        return self._decoded[1]
+    _decode = staticmethod(pickle.loads)
 
 
 def packed(units: Sequence) -> Sequence:
