@@ -211,6 +211,31 @@ def test_an_unreadable_shard_is_named_in_the_systems_words(unprivileged):
     assert (done.returncode, done.stderr) == (1, message)
 
 
+def test_inspect_of_a_work_it_may_not_write_to_looks_at_its_chunks_all_the_same(unprivileged):
+    """A re-run keeps the earlier chunks' metas in an unnamed file beside them; `inspect` writes nothing in WORK."""
+    prefix, root = unprivileged
+    write_run(root / "data", {"grad_reduced_0-1.csv": GRAD, "actv_0-1.csv": GRAD.replace("grad_reduced", "actv")})
+    command = [sys.executable, "-m", "trendconv", "run", "data", "--db", "out", "-j", "1", "-q"]
+    subprocess.run([*prefix, *command], check=True, cwd=root)
+    work = root / "out" / ".trendconv"
+    for path in [work, *work.rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o555)
+    inspect = [sys.executable, "-m", "trendconv", "inspect", "out/.trendconv", "--json"]
+    try:
+        done = subprocess.run([*prefix, *inspect], capture_output=True, text=True, cwd=root)
+    finally:
+        for path in [work, *work.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o755)
+    assert (done.returncode, done.stderr) == (0, "")
+    entries = json.loads(done.stdout)["shards"]
+    assert [(entry["file"], entry["status"]) for entry in entries] == [
+        (f"{RUN}/actv_0-1.csv", "ok"),
+        (f"{RUN}/grad_reduced_0-1.csv", "ok"),
+    ]
+
+
 MONITOR_FAILED = "the monitor data failed, and the databases of all formats are replaced together or not at all"
 
 

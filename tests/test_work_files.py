@@ -15,6 +15,7 @@ import pytest
 from helpers import A1_CONSTRUCT, A1_DATA, ACTV, GRAD, RUN, invoke, write_file_set, write_run
 
 from trendconv import api, schemas, shards, workdir
+from trendconv.blocks import SpilledBlocks
 from trendconv.cli import report
 from trendconv.errors import DataError
 from trendconv.formats import FORMATS
@@ -788,8 +789,8 @@ def test_a_chunk_that_does_not_match_its_rows_is_found_before_the_next_chunk_is_
     assert not (tmp_path / "out" / "monitor_data.trend.db").exists()
 
 
-@pytest.mark.parametrize("colliding", [False, True])
-def test_chunk_lookups_find_each_units_metas_in_file_name_order(tmp_path, monkeypatch, colliding):
+@pytest.mark.parametrize(("colliding", "spilled"), [(False, True), (True, True), (False, False)])
+def test_chunk_lookups_find_each_units_metas_in_file_name_order(tmp_path, monkeypatch, colliding, spilled):
     """An earlier parse's chunks are kept by their units' hashed shard names (trendconv.parsing.reuse.Chunks): a
     unit held by two chunks (a stale entry and a new one) gives both metas in file-name order, a unit held by none
     none, and names whose hashes collide (every name, here) still give only their own metas."""
@@ -802,7 +803,7 @@ def test_chunk_lookups_find_each_units_metas_in_file_name_order(tmp_path, monkey
     def meta(file: str, chunk: str) -> dict:
         return {"run_dir": RUN, "file": file, "chunk": chunk}
 
-    chunks = reuse.Chunks(tmp_path, fmt)
+    chunks = reuse.Chunks(tmp_path if spilled else None, fmt)
     first = [meta(f"actv_{step}-{step}.csv", "a") for step in range(300)]
     second = [meta("actv_5-5.csv", "b"), meta("actv_grad_0-0.csv", "b")]
     chunks.add(tmp_path / "a.parquet", first)
@@ -814,3 +815,4 @@ def test_chunk_lookups_find_each_units_metas_in_file_name_order(tmp_path, monkey
     assert chunks.held(f"{RUN}/actv_299-299.csv.parquet") == [first[299]]
     assert chunks.held(f"{RUN}/actv_300-300.csv.parquet") == []
     assert (chunks.metas(1), os.listdir(tmp_path)) == (second, [])  # the metas wait in a file without a name
+    assert type(chunks._blocks) is (SpilledBlocks if spilled else list)

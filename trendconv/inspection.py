@@ -91,7 +91,7 @@ def _entries(part: Path, data: Path, options: dict, fmt: Format, selection) -> t
         found = shards.list_shards(part)
         entries = (entry for path in found for entry in _entries_without_source(part, path, fmt))
         return entries, f"sources not checked: {exc}"
-    chunks = chunks_of(part, fmt) if fmt.chunked else None
+    chunks = chunks_of(part, fmt, spill=False) if fmt.chunked else None  # inspect writes nothing in WORK
     return (_entry(part, unit, options, fmt, chunks) for unit in units), None
 
 

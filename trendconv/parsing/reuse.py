@@ -89,17 +89,19 @@ class Chunks:
     Kept small, as an earlier parse may have left 100,000 units in chunks (their metas as dicts were 300 MiB): a
     chunk's metas wait compressed in an unnamed file beside the chunks (trendconv.blocks) and are read back a chunk
     at a time, and per unit only the hash of its shard name and its chunk's number are in memory, sorted, to find
-    the chunks that may hold a unit (a hash shared by two names only costs a look at one more chunk)."""
+    the chunks that may hold a unit (a hash shared by two names only costs a look at one more chunk). With SPILL
+    None, the compressed metas stay in memory."""
 
     _RECENT = 4  # chunks whose metas are kept decoded: a chunk's units come one after another
 
-    def __init__(self, directory: Path, fmt: Format) -> None:
+    def __init__(self, spill: Path | None, fmt: Format) -> None:
         self.format = fmt
         self.paths: list[Path] = []  # the good chunks, in file-name order: a chunk's number is its index here
         self.foreign: list[Path] = []  # under the chunk directory, not a chunk trendconv wrote
         self.broken: list[Path] = []  # a chunk whose footer names it, but is not valid: removed
         self.damaged: set[str] = set()  # units a foreign file's footer names: their status is corrupt
-        self._blocks, self._sizes = SpilledBlocks(directory, ".trendconv-chunks-"), array("q")
+        self._blocks = [] if spill is None else SpilledBlocks(spill, ".trendconv-chunks-")
+        self._sizes = array("q")
         self._hashes, self._numbers = array("q"), array("q")
         self._recent: dict[int, dict[str, list[dict]]] = {}
 
@@ -165,10 +167,11 @@ def _named_units(document: object, fmt: Format) -> set[str]:
         return set()
 
 
-def chunks_of(part: Path, fmt: Format) -> Chunks:
-    """Every chunk file of PART, its footer checked (trendconv.shards.read_chunk)."""
+def chunks_of(part: Path, fmt: Format, *, spill: bool = True) -> Chunks:
+    """Every chunk file of PART, its footer checked (trendconv.shards.read_chunk). Without SPILL the chunks' metas
+    are kept (compressed) in memory, not in the shard directory: a look at WORK that writes nothing (`inspect`)."""
     directory = shards.shard_dir(part)
-    found = Chunks(directory, fmt)
+    found = Chunks(directory if spill else None, fmt)
     for path in shards.list_shards(part):
         if not shards.is_chunk(path, directory):
             continue
