@@ -815,4 +815,4 @@ def test_chunk_lookups_find_each_units_metas_in_file_name_order(tmp_path, monkey
     assert chunks.held(f"{RUN}/actv_299-299.csv.parquet") == [first[299]]
     assert chunks.held(f"{RUN}/actv_300-300.csv.parquet") == []
     assert (chunks.metas(1), os.listdir(tmp_path)) == (second, [])  # the metas wait in a file without a name
-    assert type(chunks._blocks) is (SpilledBlocks if spilled else list)
+    assert type(chunks._metas._blocks) is (SpilledBlocks if spilled else list)

@@ -17,6 +17,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+import orjson
+
 from trendconv.errors import cannot_write
 
 # LZ4: 100,000 files' metas are some 70 MB of JSON, kept at 1/16 of that; zlib (at level 1) kept 1/22, but took
@@ -107,6 +109,13 @@ class CompressedList(Sequence):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_blocks": list(self._blocks), "_decoded": (-1, [])}
+
+
+class JsonList(CompressedList):
+    """A CompressedList of JSON values, each block one JSON array (orjson)."""
+
+    _encode = staticmethod(orjson.dumps)
+    _decode = staticmethod(orjson.loads)
 
 
 class SpilledBlocks:

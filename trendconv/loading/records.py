@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from trendconv import shards
-from trendconv.blocks import CompressedList
+from trendconv.blocks import JsonList
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +96,8 @@ def metas_of(shard_list: Iterable) -> Iterator[dict]:
     return (shard.meta for shard in shard_list)
 
 
-class ShardList(CompressedList):
-    """Shards in order (trendconv.blocks.CompressedList): `append` and `extend` take shards (whole or packed),
+class ShardList(JsonList):
+    """Shards in order (trendconv.blocks.JsonList): `append` and `extend` take shards (whole or packed),
     indexing and iteration give them whole (a new Shard each time). Blocks of 256 paths and metas as JSON (some 45
     bytes a tiny shard, the metas of a run being much alike).
 
@@ -113,9 +113,6 @@ class ShardList(CompressedList):
 
     def _item(self, stored: list) -> shards.Shard:
         return _whole(stored)
-
-    _encode = staticmethod(orjson.dumps)
-    _decode = staticmethod(orjson.loads)
 
     def metas(self) -> Iterator[dict]:
         """The shards' metas alone, in order: a pass that needs no path makes none (a Path per shard costs more

@@ -10,11 +10,8 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
-import pyarrow as pa
-
 from trendconv import shards
-from trendconv.blocks import CODEC, SpilledBlocks
+from trendconv.blocks import JsonList
 from trendconv.errors import DataError, cannot_write, plural
 from trendconv.formats import Format
 from trendconv.parsing.tasks import ParseTask, source_stats
@@ -100,17 +97,14 @@ class Chunks:
         self.foreign: list[Path] = []  # under the chunk directory, not a chunk trendconv wrote
         self.broken: list[Path] = []  # a chunk whose footer names it, but is not valid: removed
         self.damaged: set[str] = set()  # units a foreign file's footer names: their status is corrupt
-        self._blocks = [] if spill is None else SpilledBlocks(spill, ".trendconv-chunks-")
-        self._sizes = array("q")
+        self._metas = _ChunkMetas(spill=spill, prefix=".trendconv-chunks-")  # by chunk number
         self._hashes, self._numbers = array("q"), array("q")
         self._recent: dict[int, dict[str, list[dict]]] = {}
 
     def add(self, path: Path, metas: list[dict]) -> None:
         number = len(self.paths)
         self.paths.append(path)
-        document = orjson.dumps(metas)
-        self._blocks.append(pa.compress(document, codec=CODEC, asbytes=True))
-        self._sizes.append(len(document))
+        self._metas.append(metas)
         for meta in metas:
             self._hashes.append(_key(self.format.meta_shard_name(meta)))
             self._numbers.append(number)
@@ -134,8 +128,7 @@ class Chunks:
 
     def metas(self, number: int) -> list[dict]:
         """The metas of the units of chunk NUMBER (`paths[number]`)."""
-        document = pa.decompress(self._blocks[number], self._sizes[number], codec=CODEC, asbytes=True)
-        return orjson.loads(document)
+        return self._metas[number]
 
     def _by_name(self, number: int) -> dict[str, list[dict]]:
         """Chunk NUMBER's metas by their units' shard names, kept for the next units (the last few chunks')."""
@@ -147,6 +140,10 @@ class Chunks:
             if len(self._recent) > self._RECENT:
                 del self._recent[next(iter(self._recent))]
         return by_name
+
+
+class _ChunkMetas(JsonList):
+    BLOCK = 1  # a block a chunk: its metas are read back together
 
 
 _key = hash  # of a shard name: this process's own (salted), which is all the index needs

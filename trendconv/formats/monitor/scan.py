@@ -133,6 +133,11 @@ def _order_of(csv_file: CsvFile) -> tuple:
     return csv_file.order
 
 
+def _earlier(first: CsvFile | None, csv_file: CsvFile) -> CsvFile:
+    """The first in processing order of FIRST (None: none yet) and CSV_FILE."""
+    return csv_file if first is None else min(first, csv_file, key=_order_of)
+
+
 def _nothing_found(data: Path, selection: Selection) -> str:
     if selection:
         return (
@@ -204,12 +209,12 @@ def _csv_files(data: Path, run: RunDir, result: MonitorScan, selection: Selectio
             files.append(csv_file)
             if not name.endswith(".csv"):
                 result.odd += 1
-                result.first_odd = min(result.first_odd or csv_file, csv_file, key=_order_of)
+                result.first_odd = _earlier(result.first_odd, csv_file)
         else:
             result.left_out["monitor CSV file"] += 1
             if selection.steps.meets(first, last):
                 result.partly += 1
-                result.first_partly = min(result.first_partly or csv_file, csv_file, key=_order_of)
+                result.first_partly = _earlier(result.first_partly, csv_file)
     return files
 
 
